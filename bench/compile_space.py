@@ -1,0 +1,142 @@
+"""Compile every valid configuration of a CUDA space to PTX for sm_90 and record ptxas's report.
+
+No GPU needed. Configurations that differ only in their max_registers cap share their PTX (the
+cap is a ptxas option; capped kernels are compiled without launch bounds, uncapped ones with),
+so each PTX is compiled once and assembled once per cap. The order is shuffled
+with a fixed seed, so a run cut short is a uniform sample; rerunning resumes where it stopped.
+
+    python bench/compile_space.py --dtype float32 --workers 2
+    python bench/compile_space.py --dtype float32 --summary     # summarize what is recorded
+
+Output: JSON lines, a header with versions and the command, then one record per configuration.
+"""
+import argparse
+import concurrent.futures
+import json
+import multiprocessing
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from importlib.metadata import version
+from pathlib import Path
+
+from tuner.backends import get_backend
+from tuner.config import Config
+from tuner.resources import ReportUnavailable, assemble, compile_ptx, ptxas_path, report_from
+from tuner.space import Space
+
+
+def _header(args) -> dict:
+    ptxas = subprocess.run([ptxas_path(), "--version"], capture_output=True, text=True).stdout
+    return {
+        "kind": "header",
+        "command": " ".join([Path(sys.executable).name] + sys.argv),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "backend": args.backend,
+        "dtype": args.dtype,
+        "arch": "sm_90",
+        "host": {"machine": platform.machine(), "cpu_count": os.cpu_count(), "python": platform.python_version()},
+        "versions": {name: version(name) for name in ("numba", "numba-cuda", "llvmlite", "jinja2")},
+        "ptxas": ptxas.strip().splitlines()[-1],
+        "device": "none: static compile on the CPU (compile_ptx + ptxas), no GPU involved",
+    }
+
+
+def _compile_group(backend: str, dtype: str, configs: list[dict]) -> list[dict]:
+    """Compile the PTX `configs` share and assemble it for each of their max_registers caps."""
+    space = Space.of(get_backend(backend), dtype)
+    configs = [Config(**values) for values in configs]
+    records = []
+    try:
+        ptx, seconds = compile_ptx(space, configs[0])
+    except Exception as error:  # a compile failure is a result to record, whatever raised it
+        return [{"config": c.as_dict(), "error": f"compile_ptx: {type(error).__name__}: {error}"[:500]}
+                for c in configs]
+    for config in configs:
+        try:
+            resources = report_from(assemble(ptx, max_registers=config.max_registers), seconds)
+            records.append({"config": config.as_dict(), **resources.as_dict()})
+        except ReportUnavailable as error:
+            records.append({"config": config.as_dict(), "error": str(error)[:500]})
+    return records
+
+
+def _groups(space: Space, seed: int) -> list[list[Config]]:
+    groups: dict[tuple, list[Config]] = {}
+    for config in space:
+        groups.setdefault((replace(config, max_registers=0), bool(config.max_registers)), []).append(config)
+    ordered = list(groups.values())
+    random.Random(seed).shuffle(ordered)
+    return ordered
+
+
+def _read(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def summarize(path: Path, space_size: int) -> dict:
+    records = [r for r in _read(path) if r.get("kind") != "header"]
+    done = [r for r in records if "error" not in r]
+    seconds = sorted({(json.dumps(r["config"] | {"max_registers": bool(r["config"]["max_registers"])},
+                                  sort_keys=True), r["ptx_seconds"]) for r in done})
+    times = [s for _, s in seconds]
+    quantile = lambda q: times[min(len(times) - 1, int(q * len(times)))] if times else None  # noqa: E731
+    return {
+        "valid_configurations": space_size,
+        "recorded": len(records),
+        "coverage": round(len(records) / space_size, 4),
+        "failed": len(records) - len(done),
+        "distinct_ptx_compiled": len(times),
+        "ptx_seconds": {"median": quantile(0.5), "mean": statistics.fmean(times) if times else None,
+                        "p90": quantile(0.9), "max": times[-1] if times else None},
+        "spilling": sum(r["spills"] for r in done),
+        "with_stack_frame": sum(r["stack_bytes"] > 0 for r in done),
+        "registers_max": max((r["registers"] for r in done), default=None),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="cuda")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--workers", type=int, default=os.cpu_count())
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit", type=int, help="stop after this many PTX compiles")
+    parser.add_argument("--out", type=Path, help="JSON-lines file (default bench/results/compile_space_<backend>_<dtype>.jsonl)")
+    parser.add_argument("--summary", action="store_true", help="only summarize the recorded file")
+    args = parser.parse_args()
+    out = args.out or Path(__file__).parent / "results" / f"compile_space_{args.backend}_{args.dtype}.jsonl"
+    space = Space.of(get_backend(args.backend), args.dtype)
+    groups = _groups(space, args.seed)
+    space_size = sum(len(g) for g in groups)
+    if not args.summary:
+        done = {json.dumps(r["config"], sort_keys=True) for r in _read(out) if r.get("kind") != "header"}
+        todo = [g for g in groups if json.dumps(g[0].as_dict(), sort_keys=True) not in done][: args.limit]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        os.environ.setdefault("TUNER_KERNEL_DIR", tempfile.mkdtemp(prefix="tuner-kernels-"))
+        print(f"{space_size} valid configurations in {len(groups)} distinct PTX; compiling {len(todo)}", flush=True)
+        with out.open("a") as sink:
+            sink.write(json.dumps(_header(args)) + "\n")
+            context = multiprocessing.get_context("spawn")
+            with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=context) as pool:
+                futures = [pool.submit(_compile_group, args.backend, args.dtype, [c.as_dict() for c in g])
+                           for g in todo]
+                for count, future in enumerate(concurrent.futures.as_completed(futures), 1):
+                    for record in future.result():
+                        sink.write(json.dumps(record) + "\n")
+                    sink.flush()
+                    if count % 50 == 0:
+                        print(f"{count}/{len(todo)} compiled", flush=True)
+    print(json.dumps(summarize(out, space_size), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Jinja2 templates that render the generated kernels (installed as tuner.templates)."""

@@ -1,0 +1,77 @@
+"""The GPU targets a kernel is generated for, and everything that differs between them.
+
+This is the one place that knows the backends apart: the Numba module the kernel source uses,
+the hardware limits the search space is checked against, and what the compiler supports.
+"""
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-block hardware limits that decide whether a kernel configuration can launch."""
+
+    warp_size: int
+    max_threads_per_block: int
+    shared_memory_per_block: int  # bytes of static shared memory (LDS) one block may declare
+    registers_per_thread: int  # 32-bit registers one thread may use
+    registers_per_block: int  # 32-bit registers all threads of one block may use together
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A code-generation target: a Numba module with its limits and features."""
+
+    name: str
+    module: str  # the name the kernel source imports from numba
+    limits: Limits
+    dtypes: tuple[str, ...]  # input dtypes the backend's compiler supports
+    max_registers: bool  # whether the jit decorator accepts max_registers
+    launch_bounds: bool  # whether the jit decorator accepts launch_bounds
+
+    def with_limits(self, **changes) -> "Backend":
+        """The same backend with limits read off a real device."""
+        return replace(self, limits=replace(self.limits, **changes))
+
+
+CUDA = Backend(
+    name="cuda",
+    module="cuda",
+    # numba-cuda declares shared memory statically, which CUDA caps at 48 KiB per block.
+    limits=Limits(
+        warp_size=32,
+        max_threads_per_block=1024,
+        shared_memory_per_block=48 * 1024,
+        registers_per_thread=255,
+        registers_per_block=64 * 1024,
+    ),
+    dtypes=("float32", "float64", "float16"),
+    max_registers=True,
+    launch_bounds=True,
+)
+
+ROC = Backend(
+    name="roc",
+    module="hip",
+    # AMD CDNA: wavefronts of 64, 64 KiB of LDS per workgroup, 256 architectural VGPRs per lane,
+    # and 512 VGPRs x 64 lanes on each of a compute unit's 4 SIMDs.
+    limits=Limits(
+        warp_size=64,
+        max_threads_per_block=1024,
+        shared_memory_per_block=64 * 1024,
+        registers_per_thread=256,
+        registers_per_block=4 * 512 * 64,
+    ),
+    dtypes=("float32", "float64"),
+    max_registers=False,
+    launch_bounds=False,
+)
+
+BACKENDS = {backend.name: backend for backend in (CUDA, ROC)}
+
+
+def get_backend(name: str) -> Backend:
+    """The backend called `name`, or a ValueError that lists the known ones."""
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise ValueError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}") from None

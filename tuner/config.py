@@ -1,0 +1,87 @@
+"""The tunable parameters of one generated matmul kernel, and their stable identity."""
+import hashlib
+import json
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass(frozen=True)
+class Config:
+    """One point of the search space: everything the template needs besides backend and dtype.
+
+    A block of (block_m / thread_m) x (block_n / thread_n) threads computes a block_m x block_n
+    tile of C, stepping through K in tiles of block_k; each thread accumulates a
+    thread_m x thread_n register tile whose rows and columns are strided by the thread grid
+    (threads_m x threads_n), so neighbouring threads touch neighbouring elements.
+    """
+
+    block_m: int = 64
+    block_n: int = 64
+    block_k: int = 16
+    thread_m: int = 4
+    thread_n: int = 4
+    unroll_k: int = 4  # copies of the k-step per loop trip; block_k means fully unrolled
+    pad: int = 1  # extra elements per shared-memory row, against bank conflicts
+    transpose_a: bool = False  # keep the A tile k-major (block_k x block_m) in shared memory
+    prefetch: bool = True  # load the next k-tile into registers while computing this one
+    max_registers: int = 0  # per-thread register cap passed to the compiler; 0 leaves it free
+
+    def __post_init__(self):
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if field.type is bool and not isinstance(value, bool):
+                raise TypeError(f"{field.name} must be True or False, not {value!r}")
+            if field.type is int and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"{field.name} must be an integer, not {value!r}")
+
+    @property
+    def threads_m(self) -> int:
+        """Threads along the rows of the block tile."""
+        return self.block_m // self.thread_m
+
+    @property
+    def threads_n(self) -> int:
+        """Threads along the columns of the block tile."""
+        return self.block_n // self.thread_n
+
+    @property
+    def threads(self) -> int:
+        """Threads per block."""
+        return self.threads_m * self.threads_n
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def key(self) -> str:
+        """A short stable hash of the parameter values, for file and cache names."""
+        text = json.dumps(self.as_dict(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [field.name for field in fields(cls)]
+
+
+def parse_assignments(assignments: list[str], base: Config | None = None) -> Config:
+    """Build a Config from NAME=VALUE strings, starting from `base` (the default config).
+
+    Raises ValueError with a one-line message naming the valid names or values.
+    """
+    values = (base or Config()).as_dict()
+    kinds = {field.name: field.type for field in fields(Config)}
+    for assignment in assignments:
+        name, sep, text = assignment.partition("=")
+        if not sep:
+            raise ValueError(f"expected NAME=VALUE, got {assignment!r}")
+        if name not in kinds:
+            raise ValueError(f"unknown parameter {name!r}; valid names: {', '.join(kinds)}")
+        if kinds[name] is bool:
+            truth = {"true": True, "1": True, "false": False, "0": False}
+            if text.lower() not in truth:
+                raise ValueError(f"{name} must be true or false, not {text!r}")
+            values[name] = truth[text.lower()]
+        else:
+            try:
+                values[name] = int(text)
+            except ValueError:
+                raise ValueError(f"{name} must be an integer, not {text!r}") from None
+    return Config(**values)

@@ -1,0 +1,112 @@
+"""Turn rendered source into a launchable kernel: a file named by its content hash, imported.
+
+Numba's on-disk cache (`cache=True`) needs the kernel to live in a real file, so every rendered
+variant is written once under the kernel directory and imported from there.
+"""
+import contextlib
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import types
+from unittest import mock
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .config import Config
+from .source import render
+from .space import Space
+
+# jit options that only steer register allocation; the simulator's jit does not accept them.
+_CODEGEN_ONLY_OPTIONS = ("launch_bounds", "max_registers")
+
+
+def kernel_dir() -> Path:
+    """Where rendered kernel files live: $TUNER_KERNEL_DIR, else the user's cache directory."""
+    if "TUNER_KERNEL_DIR" in os.environ:
+        return Path(os.environ["TUNER_KERNEL_DIR"])
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base / "tuner" / "kernels"
+
+
+def simulating() -> bool:
+    """Whether numba.cuda is Numba's CUDA simulator in this process."""
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def write_source(source: str, directory: Path | None = None) -> Path:
+    """The file holding `source`, named by its content hash; written atomically if new."""
+    directory = directory or kernel_dir()
+    path = directory / f"matmul_{hashlib.sha256(source.encode()).hexdigest()[:20]}.py"
+    if not path.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=directory, suffix=".tmp", delete=False) as tmp:
+            tmp.write(source)
+        os.replace(tmp.name, path)
+    return path
+
+
+@contextlib.contextmanager
+def _simulated_as(module_name: str):
+    """While a kernel file imports: `from numba import <module_name>` yields the simulated
+    numba.cuda, whose jit then ignores the options that only steer register allocation."""
+    import numba
+    from numba import cuda
+
+    simulated_jit = cuda.jit
+
+    def jit(*args, **options):
+        for name in _CODEGEN_ONLY_OPTIONS:
+            options.pop(name, None)
+        return simulated_jit(*args, **options)
+
+    with mock.patch.dict(sys.modules, {f"numba.{module_name}": cuda}), \
+            mock.patch.object(numba, module_name, cuda, create=True), \
+            mock.patch.object(cuda, "jit", jit):
+        yield
+
+
+def import_source(path: Path, module_name: str) -> types.ModuleType:
+    """Import a rendered kernel file; on the simulator, bind its GPU module to the simulator."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    with _simulated_as(module_name) if simulating() else contextlib.nullcontext():
+        spec.loader.exec_module(module)
+    return module
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A compiled-on-demand matmul kernel with what it takes to launch it."""
+
+    space: Space
+    config: Config
+    path: Path
+    function: object  # the Numba dispatcher: function[grid, block](A, B, C, alpha, beta)
+
+    def grid(self, m: int, n: int) -> tuple[int, int]:
+        """Blocks per grid for an m x n result: (column tiles, row tiles)."""
+        return (-(-n // self.config.block_n), -(-m // self.config.block_m))
+
+    @property
+    def block(self) -> int:
+        """Threads per block."""
+        return self.config.threads
+
+    def __call__(self, A, B, C, alpha=1.0, beta=0.0):
+        """Launch on arrays already shaped and typed for this kernel: C = alpha*A@B + beta*C."""
+        scalar = np.dtype(self.space.precision.accumulate).type
+        m, n = C.shape
+        self.function[self.grid(m, n), self.block](A, B, C, scalar(alpha), scalar(beta))
+
+
+def load(space: Space, config: Config, directory: Path | None = None) -> Kernel:
+    """Render, write and import the kernel for `config` in `space`."""
+    path = write_source(render(space, config), directory)
+    module = import_source(path, space.backend.module)
+    return Kernel(space, config, path, module.matmul)

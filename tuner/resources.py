@@ -1,0 +1,118 @@
+"""Static resource report of a generated CUDA kernel, without a GPU.
+
+The kernel is compiled to PTX by numba.cuda.compile_ptx, then assembled by ptxas -v, which
+reports registers per thread, stack frame, spill bytes and shared memory.
+"""
+import importlib.util
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .config import Config
+from .kernel import import_source, simulating, write_source
+from .source import launch_bounds_of, render
+from .space import Space
+
+ARCH = (9, 0)  # Hopper (H100, H200)
+
+
+class ReportUnavailable(RuntimeError):
+    """The report cannot be made here: wrong backend, the simulator, or no ptxas."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What ptxas reports for one kernel, and how long compile_ptx took."""
+
+    registers: int
+    stack_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+    shared_bytes: int
+    ptx_seconds: float
+
+    @property
+    def spills(self) -> bool:
+        """Whether registers spill to local memory: such configurations are for the search to skip."""
+        return bool(self.spill_store_bytes or self.spill_load_bytes)
+
+    def as_dict(self) -> dict:
+        return dict(asdict(self), spills=self.spills)
+
+
+def ptxas_path() -> str:
+    """ptxas from the nvidia-cuda-nvcc wheel (matching the NVVM that made the PTX), else PATH."""
+    if importlib.util.find_spec("nvidia") is not None:
+        import nvidia
+
+        for base in nvidia.__path__:
+            for candidate in sorted(Path(base).glob("cu*/bin/ptxas")) + [Path(base, "cuda_nvcc/bin/ptxas")]:
+                if candidate.is_file():
+                    return str(candidate)
+    found = shutil.which("ptxas")
+    if found is None:
+        raise ReportUnavailable("ptxas not found: pip install nvidia-cuda-nvcc (or the tests extra)")
+    return found
+
+
+def compile_ptx(space: Space, config: Config, arch: tuple[int, int] = ARCH) -> tuple[str, float]:
+    """The PTX of `config`'s kernel for `arch`, and the seconds compile_ptx took."""
+    if space.backend.name != "cuda":
+        raise ReportUnavailable(f"the PTX resource report is for the cuda backend, not {space.backend.name}")
+    if simulating():
+        raise ReportUnavailable("the resource report needs Numba's compiler: unset NUMBA_ENABLE_CUDASIM")
+    from numba import cuda
+    from numba import types
+
+    module = import_source(write_source(render(space, config)), space.backend.module)
+    precision = space.precision
+    matrix = getattr(types, precision.input)[:, ::1]
+    signature = (matrix, matrix, getattr(types, precision.output)[:, ::1],
+                 getattr(types, precision.accumulate), getattr(types, precision.accumulate))
+    start = time.perf_counter()
+    ptx, _ = cuda.compile_ptx(module.matmul.py_func, signature, cc=arch,
+                              launch_bounds=launch_bounds_of(space, config))
+    return ptx, time.perf_counter() - start
+
+
+def _field(pattern: str, text: str) -> int:
+    match = re.search(pattern, text)
+    if match is None:
+        raise ReportUnavailable(f"unexpected ptxas output: {text.strip()[:200]}")
+    return int(match.group(1))
+
+
+def assemble(ptx: str, arch: tuple[int, int] = ARCH, max_registers: int = 0) -> str:
+    """ptxas -v's report for `ptx`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "kernel.ptx")
+        path.write_text(ptx)
+        command = [ptxas_path(), f"-arch=sm_{arch[0]}{arch[1]}", "-v", str(path), "-o", str(Path(tmp, "kernel.cubin"))]
+        if max_registers:
+            command.insert(1, f"-maxrregcount={max_registers}")
+        done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise ReportUnavailable(f"ptxas failed: {done.stderr.strip()[:300]}")
+    return done.stdout + done.stderr
+
+
+def report_from(ptxas_output: str, ptx_seconds: float) -> Resources:
+    """Parse ptxas -v's report."""
+    return Resources(
+        registers=_field(r"Used (\d+) registers", ptxas_output),
+        stack_bytes=_field(r"(\d+) bytes stack frame", ptxas_output),
+        spill_store_bytes=_field(r"(\d+) bytes spill stores", ptxas_output),
+        spill_load_bytes=_field(r"(\d+) bytes spill loads", ptxas_output),
+        shared_bytes=_field(r"(\d+) bytes smem", ptxas_output) if "bytes smem" in ptxas_output else 0,
+        ptx_seconds=ptx_seconds,
+    )
+
+
+def report(space: Space, config: Config, arch: tuple[int, int] = ARCH) -> Resources:
+    """Registers, stack, spills and shared memory of `config`'s kernel as compiled for `arch`."""
+    ptx, seconds = compile_ptx(space, config, arch)
+    return report_from(assemble(ptx, arch, config.max_registers), seconds)

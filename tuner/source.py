@@ -1,0 +1,78 @@
+"""Render a validated configuration into the Numba source text of its kernel."""
+from functools import cache
+from importlib.resources import files
+
+import jinja2
+
+from .config import Config
+from .space import Space
+
+TEMPLATE = "matmul.py.j2"
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    loader = jinja2.FunctionLoader(lambda name: files("tuner.templates").joinpath(name).read_text())
+    return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+
+def template_text() -> str:
+    """The installed template, for hashing into cache keys."""
+    return files("tuner.templates").joinpath(TEMPLATE).read_text()
+
+
+def _tile_loads(threads: int, rows: int, cols: int) -> list[tuple[int, int]]:
+    """Constant (row, column) offsets of each load a thread makes to fill a rows x cols tile.
+
+    Load l of thread t copies element t + l * threads in row-major order; with power-of-two sizes
+    that is (t // cols + dr, t % cols + dc) for constants (dr, dc).
+    """
+    return [divmod(load * threads, cols) for load in range(rows * cols // threads)]
+
+
+def jit_options(space: Space, config: Config) -> str:
+    """The keyword arguments of the kernel's jit decorator."""
+    options = ["cache=True"]
+    launch_bounds = launch_bounds_of(space, config)
+    if launch_bounds:
+        options.append(f"launch_bounds={launch_bounds}")
+    if config.max_registers:
+        options.append(f"max_registers={config.max_registers}")
+    return ", ".join(options)
+
+
+def launch_bounds_of(space: Space, config: Config) -> int | None:
+    """Threads per block to promise the compiler, where the backend takes launch bounds.
+
+    Not with max_registers: ptxas silently drops a register cap when launch bounds are present.
+    """
+    if space.backend.launch_bounds and not config.max_registers:
+        return config.threads
+    return None
+
+
+def render(space: Space, config: Config) -> str:
+    """The kernel source for `config`, which must be valid in `space` (checked here)."""
+    space.check(config)
+    precision = space.precision
+    context = dict(
+        config.as_dict(),
+        params=list(config.as_dict().items()),
+        backend=space.backend.name,
+        module=space.backend.module,
+        dtype=precision.name,
+        input=precision.input,
+        accumulate=precision.accumulate,
+        types=sorted({precision.input, precision.accumulate}),
+        jit_options=jit_options(space, config),
+        threads=config.threads,
+        threads_m=config.threads_m,
+        threads_n=config.threads_n,
+        row_step=config.threads_m,
+        col_step=config.threads_n,
+        a_shape=(config.block_k, config.block_m + config.pad) if config.transpose_a
+        else (config.block_m, config.block_k + config.pad),
+        a_loads=_tile_loads(config.threads, config.block_m, config.block_k),
+        b_loads=_tile_loads(config.threads, config.block_k, config.block_n),
+    )
+    return _environment().get_template(TEMPLATE).render(context)

@@ -1,0 +1,163 @@
+"""The search space as data: each parameter's domain and the rules a valid configuration obeys.
+
+A configuration that breaks a rule is rejected here, with the reason, before anything compiles.
+"""
+import itertools
+from dataclasses import dataclass
+
+from .backends import Backend
+from .config import Config
+from .dtypes import PRECISIONS, Precision
+
+DOMAINS = {
+    "block_m": (16, 32, 64, 128),
+    "block_n": (16, 32, 64, 128),
+    "block_k": (8, 16, 32),
+    "thread_m": (1, 2, 4, 8),
+    "thread_n": (1, 2, 4, 8),
+    "unroll_k": (1, 2, 4, 8, 16, 32),
+    "pad": (0, 1),
+    "transpose_a": (False, True),
+    "prefetch": (False, True),
+    "max_registers": (0, 64, 128),
+}
+
+# The seed's fast_matmul (TPB=16): 16x16 threads, one output each, 16-wide k-tiles, no extras.
+SEED = Config(
+    block_m=16, block_n=16, block_k=16, thread_m=1, thread_n=1, unroll_k=1, pad=0,
+    transpose_a=False, prefetch=False, max_registers=0,
+)
+
+# Registers a kernel needs besides its tiles: indices, pointers, bounds and loop counters.
+REGISTER_OVERHEAD = 24
+
+# Multiply-adds one trip of the k loop may emit. Numba's front end compiles long straight-line
+# code slowly: an 8x8 tile unrolled 8 times (512) took 11 s in compile_ptx, 32 times 116 s.
+MAX_UNROLLED_MULTIPLY_ADDS = 64
+
+
+class InvalidConfig(ValueError):
+    """A configuration that breaks a rule of the space; the message says which."""
+
+
+def _words(nbytes: int) -> int:
+    return max(1, nbytes // 4)
+
+
+@dataclass(frozen=True)
+class Space:
+    """The valid kernel configurations for one backend and one precision."""
+
+    backend: Backend
+    precision: Precision
+
+    @classmethod
+    def of(cls, backend: Backend, dtype: str) -> "Space":
+        if dtype not in backend.dtypes:
+            raise InvalidConfig(
+                f"dtype {dtype!r} is not supported on {backend.name}; "
+                f"choose one of: {', '.join(backend.dtypes)}"
+            )
+        return cls(backend, PRECISIONS[dtype])
+
+    def domains(self) -> dict[str, tuple]:
+        """Each parameter's possible values on this backend."""
+        domains = dict(DOMAINS)
+        if not self.backend.max_registers:
+            domains["max_registers"] = (0,)
+        return domains
+
+    def loads_per_thread(self, config: Config) -> tuple[int, int]:
+        """Elements of the A tile and of the B tile each thread copies per k-tile."""
+        return (config.block_m * config.block_k // config.threads,
+                config.block_k * config.block_n // config.threads)
+
+    def shared_memory(self, config: Config) -> int:
+        """Bytes of shared memory the A and B tiles take, padding included."""
+        if config.transpose_a:
+            a_tile = config.block_k * (config.block_m + config.pad)
+        else:
+            a_tile = config.block_m * (config.block_k + config.pad)
+        b_tile = config.block_k * (config.block_n + config.pad)
+        return (a_tile + b_tile) * self.precision.input_bytes
+
+    def registers(self, config: Config) -> int:
+        """An estimate of the 32-bit registers per thread: accumulators, fragments, staging.
+
+        A lower bound for the rules; the compiler's own count comes from the resource report.
+        """
+        accumulate = _words(self.precision.accumulate_bytes)
+        tile = config.thread_m * config.thread_n * accumulate
+        fragments = (config.thread_m + config.thread_n) * accumulate
+        staged = sum(self.loads_per_thread(config)) * _words(self.precision.input_bytes)
+        return tile + fragments + (staged if config.prefetch else 0) + REGISTER_OVERHEAD
+
+    def violations(self, config: Config) -> list[str]:
+        """Every rule `config` breaks, as one-line reasons; empty when it is valid."""
+        limits = self.backend.limits
+        reasons = []
+        for name, domain in self.domains().items():
+            value = getattr(config, name)
+            if value not in domain:
+                shown = ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in domain)
+                reasons.append(f"{name}={value} is not one of {shown}")
+        if reasons:
+            return reasons
+        if config.block_m % config.thread_m or config.block_n % config.thread_n:
+            reasons.append("thread_m must divide block_m and thread_n must divide block_n")
+            return reasons
+        threads = config.threads
+        if threads % limits.warp_size:
+            reasons.append(f"{threads} threads per block is not a multiple of the "
+                           f"{limits.warp_size}-wide warp of {self.backend.name}")
+        if threads > limits.max_threads_per_block:
+            reasons.append(f"{threads} threads per block exceeds the limit of "
+                           f"{limits.max_threads_per_block}")
+        if (config.block_m * config.block_k) % threads or (config.block_k * config.block_n) % threads:
+            reasons.append(f"the A and B tiles do not split evenly over {threads} threads")
+        if config.block_k % config.unroll_k:
+            reasons.append(f"unroll_k={config.unroll_k} does not divide block_k={config.block_k}")
+        shared = self.shared_memory(config)
+        if shared > limits.shared_memory_per_block:
+            reasons.append(f"{shared} bytes of shared memory exceeds the limit of "
+                           f"{limits.shared_memory_per_block}")
+        registers = self.registers(config)
+        if registers > limits.registers_per_thread:
+            reasons.append(f"the register tile needs about {registers} registers per thread, "
+                           f"over the limit of {limits.registers_per_thread}")
+        elif registers * threads > limits.registers_per_block:
+            reasons.append(f"{threads} threads x about {registers} registers exceed the "
+                           f"{limits.registers_per_block} registers of a block")
+        if config.max_registers:
+            if config.max_registers < registers:
+                reasons.append(f"max_registers={config.max_registers} is below the about "
+                               f"{registers} registers the register tile needs")
+            if config.max_registers * threads > limits.registers_per_block:
+                reasons.append(f"max_registers={config.max_registers} x {threads} threads exceeds "
+                               f"the {limits.registers_per_block} registers of a block")
+        if not 1 <= 2 * config.thread_m // config.thread_n <= 4:
+            reasons.append(f"a {config.thread_m}x{config.thread_n} register tile is more than twice as "
+                           "long as wide: it loads more operands per multiply-add than a squarer one")
+        unrolled = config.thread_m * config.thread_n * config.unroll_k
+        if unrolled > MAX_UNROLLED_MULTIPLY_ADDS:
+            reasons.append(f"unroll_k={config.unroll_k} emits {unrolled} multiply-adds per k-loop trip, "
+                           f"over {MAX_UNROLLED_MULTIPLY_ADDS}; compiling them takes too long")
+        return reasons
+
+    def check(self, config: Config) -> Config:
+        """`config` if it is valid here; otherwise InvalidConfig naming the first broken rule."""
+        reasons = self.violations(config)
+        if reasons:
+            raise InvalidConfig(reasons[0])
+        return config
+
+    def __iter__(self):
+        """Every valid configuration, in a stable order."""
+        domains = self.domains()
+        for values in itertools.product(*domains.values()):
+            config = Config(**dict(zip(domains, values)))
+            if not self.violations(config):
+                yield config
+
+    def size(self) -> int:
+        return sum(1 for _ in self)
