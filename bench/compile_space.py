@@ -87,7 +87,7 @@ def summarize(path: Path, space_size: int) -> dict:
     done = [r for r in records if "error" not in r]
     seconds = sorted({(json.dumps(r["config"] | {"max_registers": bool(r["config"]["max_registers"])},
                                   sort_keys=True), r["ptx_seconds"]) for r in done})
-    times = [s for _, s in seconds]
+    times = sorted(s for _, s in seconds)
     quantile = lambda q: times[min(len(times) - 1, int(q * len(times)))] if times else None  # noqa: E731
     return {
         "valid_configurations": space_size,

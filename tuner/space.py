@@ -96,6 +96,8 @@ class Space:
         """Every rule `config` breaks, as one-line reasons; empty when it is valid."""
         limits = self.backend.limits
         reasons = []
+        if config.max_registers and not self.backend.max_registers:
+            return [f"max_registers is not available on {self.backend.name}: its compiler takes no register cap"]
         for name, domain in self.domains().items():
             value = getattr(config, name)
             if value not in domain:

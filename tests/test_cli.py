@@ -1,0 +1,47 @@
+"""`tuner render` and `tuner space`: source for both backends, one-line errors for mistakes."""
+import ast
+import subprocess
+import sys
+
+import pytest
+
+from tuner.cli import main
+
+
+@pytest.mark.parametrize("argv", [
+    ["render", "--backend", "cuda"],
+    ["render", "--backend", "roc", "--dtype", "float64", "block_m=32", "prefetch=false"],
+    ["render", "--backend", "cuda", "--seed-kernel"],
+])
+def test_render_prints_source(capsys, argv):
+    assert main(argv) == 0
+    ast.parse(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["render", "--backend", "cuda", "block_m=48"], "block_m=48 is not one of 16, 32, 64, 128"),
+    (["render", "--backend", "cuda", "blockm=64"], "valid names: block_m, block_n"),
+    (["render", "--backend", "roc", "--dtype", "float16"], "choose one of: float32, float64"),
+    (["render", "--backend", "roc", "max_registers=64"], "not available on roc"),
+    (["render", "--backend", "cuda", "thread_m=8", "thread_n=8", "block_m=16", "block_n=16"], "warp"),
+])
+def test_mistakes_get_one_line(capsys, argv, message):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert message in captured.err and captured.err.count("\n") == 1
+
+
+def test_bad_backend_is_one_line_from_the_shell():
+    done = subprocess.run([sys.executable, "-m", "tuner", "render", "--backend", "amd"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "invalid choice: 'amd'" in done.stderr and done.stderr.count("\n") == 1
+    assert "Traceback" not in done.stderr
+
+
+def test_space_reports_size_and_seed(capsys):
+    assert main(["space", "--backend", "roc", "--dtype", "float64"]) == 0
+    out = capsys.readouterr().out
+    assert "valid configurations: " in out and "max_registers: 0" in out
+    assert "block_m=16 block_n=16 block_k=16 thread_m=1 thread_n=1" in out

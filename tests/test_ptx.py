@@ -1,0 +1,62 @@
+"""Generated CUDA kernels compile to PTX for sm_90 without a GPU, and ptxas reports their resources.
+
+Numba's compiler and its simulator cannot share a process, so these run `tuner resources` in a
+fresh process with the simulator off.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _compiler_env():
+    return {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+
+
+def _resources(*args):
+    done = subprocess.run([sys.executable, "-m", "tuner", "resources", "--backend", "cuda", "--json", *args],
+                          capture_output=True, text=True, env=_compiler_env())
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_seed_kernel_compiles_without_spills():
+    report = _resources("--seed-kernel")
+    assert 0 < report["registers"] <= 64
+    assert report["spills"] is False and report["shared_bytes"] == 2 * 16 * 16 * 4
+
+
+def test_register_hungry_kernel_is_flagged_as_spilling():
+    # Prefetching 8 + 8 tile elements per thread beside a 4x4 tile does not fit under a cap of 64.
+    report = _resources("block_m=128", "block_n=64", "block_k=16", "thread_m=4", "thread_n=4",
+                        "unroll_k=1", "pad=0", "prefetch=true", "max_registers=64")
+    assert report["registers"] <= 64 and report["spills"] is True
+
+
+def test_register_cap_is_honoured():
+    report = _resources("block_m=64", "block_n=64", "thread_m=4", "thread_n=4", "max_registers=64")
+    assert report["registers"] <= 64
+
+
+def test_resources_on_the_simulator_is_a_clear_error():
+    done = subprocess.run([sys.executable, "-m", "tuner", "resources", "--backend", "cuda"],
+                          capture_output=True, text=True, env=_compiler_env() | {"NUMBA_ENABLE_CUDASIM": "1"})
+    assert done.returncode == 2 and "unset NUMBA_ENABLE_CUDASIM" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_every_valid_configuration_compiles(dtype, tmp_path):
+    """The whole space, about 3 s per distinct PTX on one core: hours on 2 cores (run with -m sweep)."""
+    out = tmp_path / f"{dtype}.jsonl"
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "compile_space.py"), "--dtype", dtype,
+                           "--out", str(out)], capture_output=True, text=True, env=_compiler_env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout[done.stdout.index("{"):])
+    assert summary["coverage"] == 1.0 and summary["failed"] == 0

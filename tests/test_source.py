@@ -1,0 +1,76 @@
+"""Rendering: one template for both backends, plain readable source, content-hashed files."""
+import ast
+import re
+
+import pytest
+
+from tuner.backends import CUDA, ROC
+from tuner.config import Config
+from tuner.kernel import write_source
+from tuner.source import render
+from tuner.space import SEED, InvalidConfig, Space
+
+
+def test_one_template_serves_both_backends():
+    cuda = render(Space.of(CUDA, "float32"), Config())
+    roc = render(Space.of(ROC, "float32"), Config())
+    assert "from numba import cuda\n" in cuda and "cuda." in cuda and "hip" not in cuda
+    assert "from numba import hip\n" in roc and "hip.syncthreads()" in roc and "cuda" not in roc
+    # Everything but the module name and the options numba-hip lacks is identical.
+    def neutral(text):
+        return re.sub(r"\b(cuda|hip|roc)\b", "gpu", text).replace(", launch_bounds=256", "")
+
+    assert neutral(cuda) == neutral(roc)
+
+
+@pytest.mark.parametrize("backend, dtype", [(CUDA, "float32"), (CUDA, "float64"), (CUDA, "float16"), (ROC, "float64")])
+def test_rendered_source_is_python_with_scalar_accumulators(backend, dtype):
+    config = Config(block_m=64, block_n=32, thread_m=4, thread_n=2, unroll_k=8)
+    source = render(Space.of(backend, dtype), config)
+    ast.parse(source)
+    assert "{{" not in source and "{%" not in source
+    assert "local.array" not in source  # accumulators are scalars, never a run-time indexed array
+    assert len(re.findall(r"^    c\d+_\d+ = ", source, re.M)) == 8
+    assert source.count("syncthreads()") == 2
+
+
+def test_every_thread_reaches_every_barrier():
+    """No early return: edge threads load zeros and skip only their stores."""
+    source = render(Space.of(CUDA, "float32"), SEED)
+    assert "return" not in source.split('"""', 2)[2]
+
+
+def test_unroll_and_prefetch_shape_the_k_loop():
+    space = Space.of(CUDA, "float32")
+    full = render(space, Config(block_k=16, thread_m=2, thread_n=2, unroll_k=16))
+    assert "for kk in range" not in full and "b_tile[15, tc]" in full
+    rolled = render(space, Config(unroll_k=1))
+    assert "for kk in range(0, 16, 1):" in rolled
+    assert "pa0 = " in render(space, Config(prefetch=True))
+    assert "pa0 = " not in render(space, Config(prefetch=False))
+
+
+def test_float16_reads_half_and_accumulates_single():
+    source = render(Space.of(CUDA, "float16"), Config())
+    assert "dtype=float16" in source and "c0_0 = float32(0)" in source and "a0 = float32(a_tile[" in source
+
+
+def test_jit_options():
+    space = Space.of(CUDA, "float32")
+    assert "@cuda.jit(cache=True, launch_bounds=256)" in render(space, Config())
+    # ptxas drops a register cap when launch bounds are present, so a capped kernel has none.
+    assert "@cuda.jit(cache=True, max_registers=128)" in render(space, Config(max_registers=128))
+    assert "@hip.jit(cache=True)\n" in render(Space.of(ROC, "float32"), Config())
+
+
+def test_invalid_config_never_reaches_the_template():
+    with pytest.raises(InvalidConfig):
+        render(Space.of(CUDA, "float32"), Config(block_m=24))
+
+
+def test_source_file_is_named_by_content_hash(tmp_path):
+    first = write_source("x = 1\n", tmp_path)
+    assert write_source("x = 1\n", tmp_path) == first
+    second = write_source("x = 2\n", tmp_path)
+    assert second != first and second.read_text() == "x = 2\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, second.name])

@@ -1,0 +1,104 @@
+"""The search space: domains, validity rules with their reasons, and the seed's place in it."""
+import pytest
+
+from tuner.backends import CUDA, ROC, get_backend
+from tuner.config import Config, parse_assignments
+from tuner.space import DOMAINS, SEED, InvalidConfig, Space
+
+
+@pytest.fixture(scope="module")
+def cuda32():
+    return Space.of(CUDA, "float32")
+
+
+def test_seed_kernel_is_a_point_of_both_spaces():
+    for backend in (CUDA, ROC):
+        assert Space.of(backend, "float32").violations(SEED) == []
+    assert (SEED.block_m, SEED.block_n, SEED.block_k, SEED.threads) == (16, 16, 16, 256)
+
+
+def test_default_config_is_valid_everywhere():
+    for backend in (CUDA, ROC):
+        for dtype in backend.dtypes:
+            assert Space.of(backend, dtype).violations(Config()) == []
+
+
+@pytest.mark.parametrize("changes, reason", [
+    (dict(block_m=48), "block_m=48 is not one of"),
+    (dict(thread_m=8, thread_n=8, block_m=16, block_n=16), "not a multiple of the 32-wide warp"),
+    (dict(thread_m=1, thread_n=1, block_m=64, block_n=64), "exceeds the limit of 1024"),
+    (dict(block_k=8, unroll_k=16), "does not divide block_k"),
+    (dict(thread_m=8, thread_n=2, block_m=128, block_n=32), "more than twice as long as wide"),
+    (dict(thread_m=8, thread_n=8, block_m=128, block_n=128, unroll_k=2), "multiply-adds per k-loop trip"),
+    (dict(block_m=16, block_n=16, thread_m=1, thread_n=1, block_k=8, unroll_k=1), "do not split evenly"),
+    (dict(thread_m=8, thread_n=8, block_m=128, block_n=128, unroll_k=1, max_registers=64), "below the about"),
+])
+def test_invalid_configs_are_rejected_with_the_reason(cuda32, changes, reason):
+    config = Config(**{**Config().as_dict(), **changes})
+    with pytest.raises(InvalidConfig, match=reason):
+        cuda32.check(config)
+
+
+def test_shared_memory_limit_differs_by_backend():
+    # 128x128x32 float64 tiles take 64 KiB: over numba-cuda's 48 KiB, within ROC's 64 KiB of LDS.
+    config = Config(block_m=128, block_n=128, block_k=32, thread_m=8, thread_n=8, unroll_k=1, pad=0)
+    assert Space.of(CUDA, "float64").shared_memory(config) == 65536
+    assert any("shared memory" in r for r in Space.of(CUDA, "float64").violations(config))
+    assert not any("shared memory" in r for r in Space.of(ROC, "float64").violations(config))
+
+
+def test_wavefront_of_64_on_roc():
+    config = Config(block_m=16, block_n=32, block_k=8, thread_m=2, thread_n=4, unroll_k=1)
+    assert config.threads == 64 and Space.of(CUDA, "float32").violations(config) == []
+    small = Config(block_m=16, block_n=16, block_k=8, thread_m=2, thread_n=2, unroll_k=1)
+    assert small.threads == 64
+    half = Config(block_m=16, block_n=16, block_k=16, thread_m=2, thread_n=4, unroll_k=1)
+    assert half.threads == 32
+    assert Space.of(CUDA, "float32").violations(half) == []
+    assert "64-wide warp of roc" in Space.of(ROC, "float32").violations(half)[0]
+
+
+def test_roc_has_no_float16_and_no_register_cap():
+    with pytest.raises(InvalidConfig, match="float16"):
+        Space.of(ROC, "float16")
+    assert Space.of(ROC, "float32").domains()["max_registers"] == (0,)
+    with pytest.raises(InvalidConfig, match="no register cap"):
+        Space.of(ROC, "float32").check(Config(max_registers=128))
+
+
+def test_iteration_yields_only_valid_distinct_configs():
+    space = Space.of(ROC, "float64")
+    configs = list(space)
+    assert len(configs) == len(set(configs)) > 1000
+    assert all(space.violations(c) == [] for c in configs[::97])
+    assert {c.block_m for c in configs} == set(DOMAINS["block_m"])
+
+
+def test_config_accepts_only_integers_and_booleans():
+    with pytest.raises(TypeError):
+        Config(block_m="64")
+    with pytest.raises(TypeError):
+        Config(block_m=True)
+    with pytest.raises(TypeError):
+        Config(prefetch=1)
+
+
+def test_parse_assignments():
+    config = parse_assignments(["block_m=32", "prefetch=false", "transpose_a=True"])
+    assert (config.block_m, config.prefetch, config.transpose_a) == (32, False, True)
+    with pytest.raises(ValueError, match="valid names: block_m"):
+        parse_assignments(["tile=3"])
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        parse_assignments(["block_m"])
+    with pytest.raises(ValueError, match="true or false"):
+        parse_assignments(["prefetch=maybe"])
+
+
+def test_config_key_is_stable_and_distinguishes():
+    assert Config().key() == Config().key()
+    assert Config().key() != Config(pad=0).key()
+
+
+def test_unknown_backend():
+    with pytest.raises(ValueError, match="choose one of: cuda, roc"):
+        get_backend("opencl")

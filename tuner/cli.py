@@ -1,0 +1,96 @@
+"""The `tuner` command line."""
+import argparse
+import json
+import sys
+
+from .backends import BACKENDS, get_backend
+from .config import Config, parse_assignments
+from .space import SEED, Space
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage mistake in one line instead of a usage block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _space(args) -> Space:
+    return Space.of(get_backend(args.backend), args.dtype)
+
+
+def _config(args, space: Space) -> Config:
+    base = SEED if args.seed_kernel else Config()
+    return space.check(parse_assignments(args.assignments, base))
+
+
+def _render(args) -> None:
+    from .source import render
+
+    space = _space(args)
+    sys.stdout.write(render(space, _config(args, space)))
+
+
+def _describe_space(args) -> None:
+    space = _space(args)
+    print(f"backend={space.backend.name} dtype={space.precision.name} limits={space.backend.limits}")
+    for name, domain in space.domains().items():
+        print(f"  {name}: {', '.join(str(value).lower() if isinstance(value, bool) else str(value) for value in domain)}")
+    print(f"valid configurations: {space.size()}")
+    print(f"seed kernel (fast_matmul, TPB=16): {' '.join(f'{k}={v}' for k, v in SEED.as_dict().items())}")
+
+
+def _resources(args) -> None:
+    from .resources import report
+
+    space = _space(args)
+    config = _config(args, space)
+    resources = report(space, config)
+    if args.json:
+        print(json.dumps({"config": config.as_dict(), **resources.as_dict()}))
+        return
+    print(f"registers={resources.registers} stack={resources.stack_bytes}B "
+          f"spill stores={resources.spill_store_bytes}B spill loads={resources.spill_load_bytes}B "
+          f"shared={resources.shared_bytes}B compile_ptx={resources.ptx_seconds:.2f}s"
+          f"{'  SPILLS' if resources.spills else ''}")
+
+
+def _add_kernel_arguments(parser: argparse.ArgumentParser, backends=tuple(BACKENDS)) -> None:
+    parser.add_argument("--backend", required=True, choices=backends)
+    parser.add_argument("--dtype", default="float32", help="float32 (default), float64 or float16 (cuda only)")
+    parser.add_argument("--seed-kernel", action="store_true", help="start from the seed kernel's configuration")
+    parser.add_argument("assignments", nargs="*", metavar="NAME=VALUE",
+                        help=f"parameters to change from the default: {', '.join(Config.names())}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tuner", description="Code-generation autotuner for tiled matmul in Numba.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    render = commands.add_parser("render", help="print the generated source of one configuration")
+    _add_kernel_arguments(render)
+    render.set_defaults(run=_render)
+
+    space = commands.add_parser("space", help="show the parameter domains and the size of the valid space")
+    space.add_argument("--backend", required=True, choices=tuple(BACKENDS))
+    space.add_argument("--dtype", default="float32")
+    space.set_defaults(run=_describe_space)
+
+    resources = commands.add_parser(
+        "resources", help="compile one configuration to PTX for sm_90 and print ptxas's resource report")
+    _add_kernel_arguments(resources, backends=("cuda",))
+    resources.add_argument("--json", action="store_true", help="print one JSON object")
+    resources.set_defaults(run=_resources)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from .resources import ReportUnavailable
+
+    try:
+        args.run(args)
+    except (ValueError, TypeError, ReportUnavailable) as error:
+        print(f"tuner {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    return 0
