@@ -77,28 +77,53 @@ def _groups(space: Space, seed: int) -> list[list[Config]]:
 
 
 def _read(path: Path) -> list[dict]:
+    """The recorded lines; a last line cut short by a killed run is dropped (it is redone)."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    text = path.read_text()
+    lines = text.splitlines()
+    if lines and not text.endswith("\n"):
+        lines.pop()
+    return [json.loads(line) for line in lines if line.strip()]
 
 
-def summarize(path: Path, space_size: int) -> dict:
-    records = [r for r in _read(path) if r.get("kind") != "header"]
+def _wilson(hits: int, total: int) -> list[float]:
+    """95% Wilson interval of a proportion: what the sample says about the whole space."""
+    if not total:
+        return [0.0, 1.0]
+    z, p = 1.96, hits / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * (p * (1 - p) / total + z * z / (4 * total * total)) ** 0.5 / (1 + z * z / total)
+    return [round(centre - half, 4), round(centre + half, 4)]
+
+
+def summarize(path: Path, space: Space) -> dict:
+    """Coverage, compile time per distinct PTX, and spills, over the records still valid in `space`."""
+    lines = _read(path)
+    records = [r for r in lines if r.get("kind") != "header" and not space.violations(Config(**r["config"]))]
+    space_size = space.size()
     done = [r for r in records if "error" not in r]
-    seconds = sorted({(json.dumps(r["config"] | {"max_registers": bool(r["config"]["max_registers"])},
-                                  sort_keys=True), r["ptx_seconds"]) for r in done})
+    seconds = {(json.dumps(r["config"] | {"max_registers": bool(r["config"]["max_registers"])}, sort_keys=True),
+                r["ptx_seconds"]) for r in done}
     times = sorted(s for _, s in seconds)
-    quantile = lambda q: times[min(len(times) - 1, int(q * len(times)))] if times else None  # noqa: E731
+    quantile = lambda q: round(times[min(len(times) - 1, int(q * len(times)))], 3) if times else None  # noqa: E731
+    capped = [r for r in done if r["config"]["max_registers"]]
+    uncapped = [r for r in done if not r["config"]["max_registers"]]
+    spilling = sum(r["spills"] for r in done)
     return {
+        "file": str(path),
+        "headers": [r for r in lines if r.get("kind") == "header"][-1:],
         "valid_configurations": space_size,
         "recorded": len(records),
         "coverage": round(len(records) / space_size, 4),
         "failed": len(records) - len(done),
         "distinct_ptx_compiled": len(times),
-        "ptx_seconds": {"median": quantile(0.5), "mean": statistics.fmean(times) if times else None,
-                        "p90": quantile(0.9), "max": times[-1] if times else None},
-        "spilling": sum(r["spills"] for r in done),
-        "with_stack_frame": sum(r["stack_bytes"] > 0 for r in done),
+        "ptx_seconds": {"median": quantile(0.5), "mean": round(statistics.fmean(times), 3) if times else None,
+                        "p90": quantile(0.9), "max": quantile(1.0)},
+        "spilling": spilling,
+        "spilling_fraction_95ci": _wilson(spilling, len(done)),
+        "spilling_uncapped": [sum(r["spills"] for r in uncapped), len(uncapped)],
+        "spilling_capped": [sum(r["spills"] for r in capped), len(capped)],
         "registers_max": max((r["registers"] for r in done), default=None),
     }
 
@@ -123,6 +148,8 @@ def main():
         out.parent.mkdir(parents=True, exist_ok=True)
         os.environ.setdefault("TUNER_KERNEL_DIR", tempfile.mkdtemp(prefix="tuner-kernels-"))
         print(f"{space_size} valid configurations in {len(groups)} distinct PTX; compiling {len(todo)}", flush=True)
+        if out.exists() and not out.read_text().endswith("\n"):
+            out.write_text("".join(line + "\n" for line in map(json.dumps, _read(out))))
         with out.open("a") as sink:
             sink.write(json.dumps(_header(args)) + "\n")
             context = multiprocessing.get_context("spawn")
@@ -135,7 +162,9 @@ def main():
                     sink.flush()
                     if count % 50 == 0:
                         print(f"{count}/{len(todo)} compiled", flush=True)
-    print(json.dumps(summarize(out, space_size), indent=2))
+    summary = summarize(out, space)
+    out.with_suffix(".summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

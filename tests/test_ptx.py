@@ -31,6 +31,12 @@ def test_seed_kernel_compiles_without_spills():
     assert report["spills"] is False and report["shared_bytes"] == 2 * 16 * 16 * 4
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float16"])
+def test_default_configuration_compiles_in_every_precision(dtype):
+    report = _resources("--dtype", dtype)
+    assert report["registers"] > 0 and report["ptx_seconds"] > 0
+
+
 def test_register_hungry_kernel_is_flagged_as_spilling():
     # Prefetching 8 + 8 tile elements per thread beside a 4x4 tile does not fit under a cap of 64.
     report = _resources("block_m=128", "block_n=64", "block_k=16", "thread_m=4", "thread_n=4",

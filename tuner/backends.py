@@ -3,7 +3,7 @@
 This is the one place that knows the backends apart: the Numba module the kernel source uses,
 the hardware limits the search space is checked against, and what the compiler supports.
 """
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -27,10 +27,6 @@ class Backend:
     dtypes: tuple[str, ...]  # input dtypes the backend's compiler supports
     max_registers: bool  # whether the jit decorator accepts max_registers
     launch_bounds: bool  # whether the jit decorator accepts launch_bounds
-
-    def with_limits(self, **changes) -> "Backend":
-        """The same backend with limits read off a real device."""
-        return replace(self, limits=replace(self.limits, **changes))
 
 
 CUDA = Backend(

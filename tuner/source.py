@@ -16,11 +16,6 @@ def _environment() -> jinja2.Environment:
     return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
 
-def template_text() -> str:
-    """The installed template, for hashing into cache keys."""
-    return files("tuner.templates").joinpath(TEMPLATE).read_text()
-
-
 def _tile_loads(threads: int, rows: int, cols: int) -> list[tuple[int, int]]:
     """Constant (row, column) offsets of each load a thread makes to fill a rows x cols tile.
 

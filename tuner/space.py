@@ -32,8 +32,13 @@ SEED = Config(
 REGISTER_OVERHEAD = 24
 
 # Multiply-adds one trip of the k loop may emit. Numba's front end compiles long straight-line
-# code slowly: an 8x8 tile unrolled 8 times (512) took 11 s in compile_ptx, 32 times 116 s.
+# code slowly: an 8x8 tile took 6 s at 64 per trip and 20 s at 1024, for no fewer registers
+# (bench/results/unroll_compile_time.json). GPU timings may justify raising it.
 MAX_UNROLLED_MULTIPLY_ADDS = 64
+
+# Elements of each tile one thread may copy per k-tile. Every copy is a guarded load, and with
+# prefetch also a live register: 32-thread blocks copying 64 took over 30 s to compile and spilled.
+MAX_LOADS_PER_THREAD = 16
 
 
 class InvalidConfig(ValueError):
@@ -117,6 +122,9 @@ class Space:
                            f"{limits.max_threads_per_block}")
         if (config.block_m * config.block_k) % threads or (config.block_k * config.block_n) % threads:
             reasons.append(f"the A and B tiles do not split evenly over {threads} threads")
+        elif max(self.loads_per_thread(config)) > MAX_LOADS_PER_THREAD:
+            reasons.append(f"each of {threads} threads would copy {max(self.loads_per_thread(config))} "
+                           f"elements of a tile per k-tile, over {MAX_LOADS_PER_THREAD}")
         if config.block_k % config.unroll_k:
             reasons.append(f"unroll_k={config.unroll_k} does not divide block_k={config.block_k}")
         shared = self.shared_memory(config)
