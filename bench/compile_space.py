@@ -111,7 +111,7 @@ def summarize(path: Path, space: Space) -> dict:
     uncapped = [r for r in done if not r["config"]["max_registers"]]
     spilling = sum(r["spills"] for r in done)
     return {
-        "file": str(path),
+        "file": path.name,
         "headers": [r for r in lines if r.get("kind") == "header"][-1:],
         "valid_configurations": space_size,
         "recorded": len(records),

@@ -38,7 +38,7 @@ def test_default_configuration_compiles_in_every_precision(dtype):
 
 
 def test_register_hungry_kernel_is_flagged_as_spilling():
-    # Prefetching 8 + 8 tile elements per thread beside a 4x4 tile does not fit under a cap of 64.
+    # A 4x4 tile plus prefetched tile elements and 64-bit indexing does not fit under a cap of 64.
     report = _resources("block_m=128", "block_n=64", "block_k=16", "thread_m=4", "thread_n=4",
                         "unroll_k=1", "pad=0", "prefetch=true", "max_registers=64")
     assert report["registers"] <= 64 and report["spills"] is True

@@ -34,18 +34,26 @@ def test_rendered_source_is_python_with_scalar_accumulators(backend, dtype):
     assert source.count("syncthreads()") == 2
 
 
-def test_every_thread_reaches_every_barrier():
-    """No early return: edge threads load zeros and skip only their stores."""
-    source = render(Space.of(CUDA, "float32"), SEED)
-    assert "return" not in source.split('"""', 2)[2]
+@pytest.mark.parametrize("config", [
+    SEED, Config(prefetch=True), Config(prefetch=False, transpose_a=True),
+    Config(block_k=16, thread_m=2, thread_n=2, unroll_k=16),
+], ids=["seed", "prefetch", "transposed", "full-unroll"])
+def test_every_thread_reaches_every_barrier(config):
+    """No early return, and barriers sit in the k loop's body, outside any condition."""
+    source = render(Space.of(CUDA, "float32"), config)
+    body = source.split('"""', 2)[2]
+    assert "return" not in body
+    barriers = re.findall(r"^( *)cuda\.syncthreads\(\)$", body, re.M)
+    assert barriers == [" " * 8, " " * 8]
+    assert re.search(r"^    for kt in range\(\(K \+ \d+\) // \d+\):$", body, re.M)
 
 
 def test_unroll_and_prefetch_shape_the_k_loop():
     space = Space.of(CUDA, "float32")
     full = render(space, Config(block_k=16, thread_m=2, thread_n=2, unroll_k=16))
     assert "for kk in range" not in full and "b_tile[15, tc]" in full
-    rolled = render(space, Config(unroll_k=1))
-    assert "for kk in range(0, 16, 1):" in rolled
+    assert "for kk in range(16):" in render(space, Config(unroll_k=1))
+    assert "for kk in range(0, 16, 4):" in render(space, Config(unroll_k=4))
     assert "pa0 = " in render(space, Config(prefetch=True))
     assert "pa0 = " not in render(space, Config(prefetch=False))
 

@@ -11,6 +11,20 @@ def cuda32():
     return Space.of(CUDA, "float32")
 
 
+def test_sizes_must_be_powers_of_two_for_the_tile_copies():
+    import tuner.space as space_module
+
+    space = Space.of(CUDA, "float32")
+    widened = dict(space_module.DOMAINS, block_n=(16, 32, 48, 64, 128))
+    config = Config(block_m=64, block_n=48, block_k=16, thread_m=4, thread_n=4)
+    original = space_module.DOMAINS
+    space_module.DOMAINS = widened
+    try:
+        assert space.violations(config) == ["block and thread tile sizes must be powers of two"]
+    finally:
+        space_module.DOMAINS = original
+
+
 def test_seed_kernel_is_a_point_of_both_spaces():
     for backend in (CUDA, ROC):
         assert Space.of(backend, "float32").violations(SEED) == []
@@ -28,7 +42,9 @@ def test_default_config_is_valid_everywhere():
     (dict(thread_m=8, thread_n=8, block_m=16, block_n=16), "not a multiple of the 32-wide warp"),
     (dict(thread_m=1, thread_n=1, block_m=64, block_n=64), "exceeds the limit of 1024"),
     (dict(block_k=8, unroll_k=16), "does not divide block_k"),
-    (dict(thread_m=8, thread_n=2, block_m=128, block_n=32), "more than twice as long as wide"),
+    (dict(thread_m=8, thread_n=2, block_m=128, block_n=32), "elongated beyond 2:1"),
+    (dict(thread_m=2, thread_n=8, block_m=32, block_n=128), "elongated beyond 2:1"),
+    (dict(block_m=16, block_n=128, block_k=16, thread_m=4, thread_n=8), "copy 32 elements of a tile"),
     (dict(thread_m=8, thread_n=8, block_m=128, block_n=128, unroll_k=2), "multiply-adds per k-loop trip"),
     (dict(block_m=16, block_n=16, thread_m=1, thread_n=1, block_k=8, unroll_k=1), "do not split evenly"),
     (dict(thread_m=8, thread_n=8, block_m=128, block_n=128, unroll_k=1, max_registers=64), "below the about"),
@@ -50,8 +66,6 @@ def test_shared_memory_limit_differs_by_backend():
 def test_wavefront_of_64_on_roc():
     config = Config(block_m=16, block_n=32, block_k=8, thread_m=2, thread_n=4, unroll_k=1)
     assert config.threads == 64 and Space.of(CUDA, "float32").violations(config) == []
-    small = Config(block_m=16, block_n=16, block_k=8, thread_m=2, thread_n=2, unroll_k=1)
-    assert small.threads == 64
     half = Config(block_m=16, block_n=16, block_k=16, thread_m=2, thread_n=4, unroll_k=1)
     assert half.threads == 32
     assert Space.of(CUDA, "float32").violations(half) == []
@@ -92,11 +106,6 @@ def test_parse_assignments():
         parse_assignments(["block_m"])
     with pytest.raises(ValueError, match="true or false"):
         parse_assignments(["prefetch=maybe"])
-
-
-def test_config_key_is_stable_and_distinguishes():
-    assert Config().key() == Config().key()
-    assert Config().key() != Config(pad=0).key()
 
 
 def test_unknown_backend():

@@ -4,7 +4,7 @@ import json
 import sys
 
 from .backends import BACKENDS, get_backend
-from .config import Config, parse_assignments
+from .config import Config, format_value, parse_assignments
 from .space import SEED, Space
 
 
@@ -35,9 +35,9 @@ def _describe_space(args) -> None:
     space = _space(args)
     print(f"backend={space.backend.name} dtype={space.precision.name} limits={space.backend.limits}")
     for name, domain in space.domains().items():
-        print(f"  {name}: {', '.join(str(value).lower() if isinstance(value, bool) else str(value) for value in domain)}")
+        print(f"  {name}: {', '.join(map(format_value, domain))}")
     print(f"valid configurations: {space.size()}")
-    print(f"seed kernel (fast_matmul, TPB=16): {' '.join(f'{k}={v}' for k, v in SEED.as_dict().items())}")
+    print(f"seed kernel (fast_matmul, TPB=16): {SEED.describe()}")
 
 
 def _resources(args) -> None:
@@ -90,7 +90,14 @@ def main(argv=None) -> int:
 
     try:
         args.run(args)
-    except (ValueError, TypeError, ReportUnavailable) as error:
+    except (ValueError, ReportUnavailable) as error:
         print(f"tuner {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"tuner {args.command}: error: {error} (check TUNER_KERNEL_DIR and disk space)", file=sys.stderr)
+        return 2
+    except ImportError as error:
+        print(f"tuner {args.command}: error: {error} (install the cuda extra: pip install -e '.[cuda]')",
+              file=sys.stderr)
         return 2
     return 0

@@ -1,6 +1,4 @@
 """The tunable parameters of one generated matmul kernel, and their stable identity."""
-import hashlib
-import json
 from dataclasses import asdict, dataclass, fields
 
 
@@ -48,17 +46,38 @@ class Config:
         """Threads per block."""
         return self.threads_m * self.threads_n
 
+    @property
+    def a_tile_shape(self) -> tuple[int, int]:
+        """Shape of the A tile in shared memory, padding included."""
+        if self.transpose_a:
+            return (self.block_k, self.block_m + self.pad)
+        return (self.block_m, self.block_k + self.pad)
+
+    @property
+    def b_tile_shape(self) -> tuple[int, int]:
+        """Shape of the B tile in shared memory, padding included."""
+        return (self.block_k, self.block_n + self.pad)
+
+    @property
+    def loads_per_thread(self) -> tuple[int, int]:
+        """Elements of the A tile and of the B tile each thread copies per k-tile."""
+        return (self.block_m * self.block_k // self.threads, self.block_k * self.block_n // self.threads)
+
     def as_dict(self) -> dict:
         return asdict(self)
 
-    def key(self) -> str:
-        """A short stable hash of the parameter values, for file and cache names."""
-        text = json.dumps(self.as_dict(), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+    def describe(self) -> str:
+        """NAME=VALUE pairs, as the command line takes them."""
+        return " ".join(f"{name}={format_value(value)}" for name, value in self.as_dict().items())
 
     @classmethod
     def names(cls) -> list[str]:
         return [field.name for field in fields(cls)]
+
+
+def format_value(value) -> str:
+    """A parameter value as the command line writes it: true/false for booleans."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def parse_assignments(assignments: list[str], base: Config | None = None) -> Config:

@@ -100,9 +100,25 @@ class Kernel:
 
     def __call__(self, A, B, C, alpha=1.0, beta=0.0):
         """Launch on arrays already shaped and typed for this kernel: C = alpha*A@B + beta*C."""
+        self.check_operands(A, B, C)
         scalar = np.dtype(self.space.precision.accumulate).type
         m, n = C.shape
         self.function[self.grid(m, n), self.block](A, B, C, scalar(alpha), scalar(beta))
+
+    def check_operands(self, A, B, C) -> None:
+        """ValueError unless A is (m, k), B is (k, n) and C is (m, n) in this kernel's dtypes.
+
+        The kernel takes M and N from C and K from A; anything else would read out of bounds.
+        """
+        precision = self.space.precision
+        for name, array, dtype in (("A", A, precision.input), ("B", B, precision.input), ("C", C, precision.output)):
+            if len(array.shape) != 2:
+                raise ValueError(f"{name} must be 2-D, not {len(array.shape)}-D")
+            if np.dtype(array.dtype) != np.dtype(dtype):
+                raise ValueError(f"{name} must be {dtype} for this {precision.name} kernel, not {array.dtype}")
+        (m, k), (k_b, n), (m_c, n_c) = A.shape, B.shape, C.shape
+        if k != k_b or (m, n) != (m_c, n_c):
+            raise ValueError(f"shapes do not chain: A {A.shape} @ B {B.shape} -> C {C.shape}")
 
 
 def load(space: Space, config: Config, directory: Path | None = None) -> Kernel:

@@ -45,12 +45,14 @@ class Resources:
 
 
 def ptxas_path() -> str:
-    """ptxas from the nvidia-cuda-nvcc wheel (matching the NVVM that made the PTX), else PATH."""
+    """ptxas from the newest nvidia-cuda-nvcc wheel (matching numba-cuda's NVVM), else PATH."""
     if importlib.util.find_spec("nvidia") is not None:
         import nvidia
 
         for base in nvidia.__path__:
-            for candidate in sorted(Path(base).glob("cu*/bin/ptxas")) + [Path(base, "cuda_nvcc/bin/ptxas")]:
+            versioned = [p for p in Path(base).glob("cu*/bin/ptxas") if re.fullmatch(r"cu\d+", p.parts[-3])]
+            newest_first = sorted(versioned, key=lambda p: int(p.parts[-3][2:]), reverse=True)
+            for candidate in newest_first + [Path(base, "cuda_nvcc/bin/ptxas")]:
                 if candidate.is_file():
                     return str(candidate)
     found = shutil.which("ptxas")

@@ -19,9 +19,11 @@ def _environment() -> jinja2.Environment:
 def _tile_loads(threads: int, rows: int, cols: int) -> list[tuple[int, int]]:
     """Constant (row, column) offsets of each load a thread makes to fill a rows x cols tile.
 
-    Load l of thread t copies element t + l * threads in row-major order; with power-of-two sizes
-    that is (t // cols + dr, t % cols + dc) for constants (dr, dc).
+    Load l of thread t copies element t + l * threads in row-major order. When threads divides
+    rows * cols and one of threads and cols divides the other (as powers of two do), that is
+    (t // cols + dr, t % cols + dc) for constants (dr, dc).
     """
+    assert (rows * cols) % threads == 0 and (threads % cols == 0 or cols % threads == 0)
     return [divmod(load * threads, cols) for load in range(rows * cols // threads)]
 
 
@@ -63,10 +65,7 @@ def render(space: Space, config: Config) -> str:
         threads=config.threads,
         threads_m=config.threads_m,
         threads_n=config.threads_n,
-        row_step=config.threads_m,
-        col_step=config.threads_n,
-        a_shape=(config.block_k, config.block_m + config.pad) if config.transpose_a
-        else (config.block_m, config.block_k + config.pad),
+        a_shape=config.a_tile_shape,
         a_loads=_tile_loads(config.threads, config.block_m, config.block_k),
         b_loads=_tile_loads(config.threads, config.block_k, config.block_n),
     )

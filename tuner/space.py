@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass
 
 from .backends import Backend
-from .config import Config
+from .config import Config, format_value
 from .dtypes import PRECISIONS, Precision
 
 DOMAINS = {
@@ -72,19 +72,10 @@ class Space:
             domains["max_registers"] = (0,)
         return domains
 
-    def loads_per_thread(self, config: Config) -> tuple[int, int]:
-        """Elements of the A tile and of the B tile each thread copies per k-tile."""
-        return (config.block_m * config.block_k // config.threads,
-                config.block_k * config.block_n // config.threads)
-
     def shared_memory(self, config: Config) -> int:
         """Bytes of shared memory the A and B tiles take, padding included."""
-        if config.transpose_a:
-            a_tile = config.block_k * (config.block_m + config.pad)
-        else:
-            a_tile = config.block_m * (config.block_k + config.pad)
-        b_tile = config.block_k * (config.block_n + config.pad)
-        return (a_tile + b_tile) * self.precision.input_bytes
+        (a_rows, a_cols), (b_rows, b_cols) = config.a_tile_shape, config.b_tile_shape
+        return (a_rows * a_cols + b_rows * b_cols) * self.precision.input_bytes
 
     def registers(self, config: Config) -> int:
         """An estimate of the 32-bit registers per thread: accumulators, fragments, staging.
@@ -94,7 +85,7 @@ class Space:
         accumulate = _words(self.precision.accumulate_bytes)
         tile = config.thread_m * config.thread_n * accumulate
         fragments = (config.thread_m + config.thread_n) * accumulate
-        staged = sum(self.loads_per_thread(config)) * _words(self.precision.input_bytes)
+        staged = sum(config.loads_per_thread) * _words(self.precision.input_bytes)
         return tile + fragments + (staged if config.prefetch else 0) + REGISTER_OVERHEAD
 
     def violations(self, config: Config) -> list[str]:
@@ -106,9 +97,14 @@ class Space:
         for name, domain in self.domains().items():
             value = getattr(config, name)
             if value not in domain:
-                shown = ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in domain)
-                reasons.append(f"{name}={value} is not one of {shown}")
+                shown = ", ".join(map(format_value, domain))
+                reasons.append(f"{name}={format_value(value)} is not one of {shown}")
         if reasons:
+            return reasons
+        sizes = (config.block_m, config.block_n, config.block_k, config.thread_m, config.thread_n)
+        if any(size & (size - 1) for size in sizes):
+            # The template's tile copies use constant offsets, which needs power-of-two sizes.
+            reasons.append("block and thread tile sizes must be powers of two")
             return reasons
         if config.block_m % config.thread_m or config.block_n % config.thread_n:
             reasons.append("thread_m must divide block_m and thread_n must divide block_n")
@@ -122,8 +118,8 @@ class Space:
                            f"{limits.max_threads_per_block}")
         if (config.block_m * config.block_k) % threads or (config.block_k * config.block_n) % threads:
             reasons.append(f"the A and B tiles do not split evenly over {threads} threads")
-        elif max(self.loads_per_thread(config)) > MAX_LOADS_PER_THREAD:
-            reasons.append(f"each of {threads} threads would copy {max(self.loads_per_thread(config))} "
+        elif max(config.loads_per_thread) > MAX_LOADS_PER_THREAD:
+            reasons.append(f"each of {threads} threads would copy {max(config.loads_per_thread)} "
                            f"elements of a tile per k-tile, over {MAX_LOADS_PER_THREAD}")
         if config.block_k % config.unroll_k:
             reasons.append(f"unroll_k={config.unroll_k} does not divide block_k={config.block_k}")
@@ -145,9 +141,9 @@ class Space:
             if config.max_registers * threads > limits.registers_per_block:
                 reasons.append(f"max_registers={config.max_registers} x {threads} threads exceeds "
                                f"the {limits.registers_per_block} registers of a block")
-        if not 1 <= 2 * config.thread_m // config.thread_n <= 4:
-            reasons.append(f"a {config.thread_m}x{config.thread_n} register tile is more than twice as "
-                           "long as wide: it loads more operands per multiply-add than a squarer one")
+        if max(config.thread_m, config.thread_n) > 2 * min(config.thread_m, config.thread_n):
+            reasons.append(f"the {config.thread_m}x{config.thread_n} register tile is elongated beyond 2:1: "
+                           "it loads more operands per multiply-add than a squarer one")
         unrolled = config.thread_m * config.thread_n * config.unroll_k
         if unrolled > MAX_UNROLLED_MULTIPLY_ADDS:
             reasons.append(f"unroll_k={config.unroll_k} emits {unrolled} multiply-adds per k-loop trip, "
