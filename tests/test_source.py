@@ -6,7 +6,7 @@ import pytest
 
 from tuner.backends import CUDA, ROC
 from tuner.config import Config
-from tuner.kernel import write_source
+from tuner.kernel import load, write_source
 from tuner.source import render
 from tuner.space import SEED, InvalidConfig, Space
 
@@ -74,6 +74,11 @@ def test_jit_options():
 def test_invalid_config_never_reaches_the_template():
     with pytest.raises(InvalidConfig):
         render(Space.of(CUDA, "float32"), Config(block_m=24))
+
+
+def test_a_kernel_file_is_imported_once_per_process():
+    space = Space.of(CUDA, "float32")
+    assert load(space, Config()).function is load(space, Config()).function
 
 
 def test_source_file_is_named_by_content_hash(tmp_path):

@@ -10,9 +10,9 @@ import os
 import sys
 import tempfile
 import types
-from unittest import mock
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -72,11 +72,15 @@ def _simulated_as(module_name: str):
 
 
 def import_source(path: Path, module_name: str) -> types.ModuleType:
-    """Import a rendered kernel file; on the simulator, bind its GPU module to the simulator."""
+    """Import a rendered kernel file once per process (its name is its content hash); on the
+    simulator, bind its GPU module to the simulator."""
+    if path.stem in sys.modules:
+        return sys.modules[path.stem]
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     with _simulated_as(module_name) if simulating() else contextlib.nullcontext():
         spec.loader.exec_module(module)
+    sys.modules[path.stem] = module
     return module
 
 
