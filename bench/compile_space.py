@@ -67,10 +67,15 @@ def _compile_group(backend: str, dtype: str, configs: list[dict]) -> list[dict]:
     return records
 
 
+def _ptx_key(config: Config) -> tuple[Config, bool]:
+    """What decides a configuration's PTX: everything but the cap's value, and whether it has one."""
+    return replace(config, max_registers=0), bool(config.max_registers)
+
+
 def _groups(space: Space, seed: int) -> list[list[Config]]:
     groups: dict[tuple, list[Config]] = {}
     for config in space:
-        groups.setdefault((replace(config, max_registers=0), bool(config.max_registers)), []).append(config)
+        groups.setdefault(_ptx_key(config), []).append(config)
     ordered = list(groups.values())
     random.Random(seed).shuffle(ordered)
     return ordered
@@ -103,9 +108,7 @@ def summarize(path: Path, space: Space) -> dict:
     records = [r for r in lines if r.get("kind") != "header" and not space.violations(Config(**r["config"]))]
     space_size = space.size()
     done = [r for r in records if "error" not in r]
-    seconds = {(json.dumps(r["config"] | {"max_registers": bool(r["config"]["max_registers"])}, sort_keys=True),
-                r["ptx_seconds"]) for r in done}
-    times = sorted(s for _, s in seconds)
+    times = sorted({_ptx_key(Config(**r["config"])): r["ptx_seconds"] for r in done}.values())
     quantile = lambda q: round(times[min(len(times) - 1, int(q * len(times)))], 3) if times else None  # noqa: E731
     capped = [r for r in done if r["config"]["max_registers"]]
     uncapped = [r for r in done if not r["config"]["max_registers"]]
