@@ -1,8 +1,9 @@
-"""The `tuner` command line."""
+"""The `tuner` command line: kernel commands here, cache and search commands in commands.py."""
 import argparse
 import json
 import sys
 
+from . import commands
 from .backends import BACKENDS, get_backend
 from .config import Config, format_value, parse_assignments
 from .space import SEED, Space
@@ -65,39 +66,35 @@ def _add_kernel_arguments(parser: argparse.ArgumentParser, backends=tuple(BACKEN
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tuner", description="Code-generation autotuner for tiled matmul in Numba.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    render = commands.add_parser("render", help="print the generated source of one configuration")
+    render = subparsers.add_parser("render", help="print the generated source of one configuration")
     _add_kernel_arguments(render)
     render.set_defaults(run=_render)
 
-    space = commands.add_parser("space", help="show the parameter domains and the size of the valid space")
+    space = subparsers.add_parser("space", help="show the parameter domains and the size of the valid space")
     space.add_argument("--backend", required=True, choices=tuple(BACKENDS))
     space.add_argument("--dtype", default="float32")
     space.set_defaults(run=_describe_space)
 
-    resources = commands.add_parser(
+    resources = subparsers.add_parser(
         "resources", help="compile one configuration to PTX for sm_90 and print ptxas's resource report")
     _add_kernel_arguments(resources, backends=("cuda",))
     resources.add_argument("--json", action="store_true", help="print one JSON object")
     resources.set_defaults(run=_resources)
+    commands.add_parsers(subparsers)
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from .resources import ReportUnavailable
-
     try:
-        args.run(args)
-    except (ValueError, ReportUnavailable) as error:
-        print(f"tuner {args.command}: error: {error}", file=sys.stderr)
+        return args.run(args) or 0
+    except KeyboardInterrupt:
+        print(f"tuner {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        if not commands.is_user_error(error):
+            raise
+        print(f"tuner {args.command}: error: {commands.explain(error)}", file=sys.stderr)
         return 2
-    except OSError as error:
-        print(f"tuner {args.command}: error: {error} (check TUNER_KERNEL_DIR and disk space)", file=sys.stderr)
-        return 2
-    except ImportError as error:
-        print(f"tuner {args.command}: error: {error} (install the cuda extra: pip install -e '.[cuda]')",
-              file=sys.stderr)
-        return 2
-    return 0

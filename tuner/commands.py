@@ -1,0 +1,232 @@
+"""`tuner search`, `list`, `show` and `devices`: the tuning job and the per-GPU cache."""
+import argparse
+import json
+import sys
+
+from . import cache
+from .backends import BACKENDS, get_backend
+from .problem import Problem
+from .runtime import NoGPU, Runtime, RuntimeUnavailable, open_runtime, simulator_enabled
+from .search import SAMPLERS
+
+# The simulator runs one Python thread per GPU thread: beyond this many multiply-adds a single
+# launch takes minutes (a 64x64x64 product already takes up to 7 s).
+SIMULATOR_MAX_MULTIPLY_ADDS = 128 ** 3
+DEFAULT_SHAPE = {"gpu": (4096, 4096, 4096), "simulator": (32, 32, 32)}
+DEFAULT_TRIALS = {"gpu": 60, "simulator": 6}
+
+
+def is_user_error(error: Exception) -> bool:
+    """Whether `error` is a mistake or a missing piece the user can fix, shown as one line."""
+    from .resources import ReportUnavailable
+
+    optuna = sys.modules.get("optuna")
+    known = (ValueError, OSError, ImportError, RuntimeUnavailable, ReportUnavailable)
+    return isinstance(error, known) or (optuna is not None and isinstance(error, optuna.exceptions.OptunaError))
+
+
+def explain(error: Exception) -> str:
+    """The one line for a user error, with what to do where the error does not say it."""
+    if isinstance(error, ImportError):
+        return f"{error} (install the cuda extra: pip install -e '.[cuda]')"
+    if isinstance(error, OSError):
+        return f"{error} (check --cache-dir, TUNER_CACHE_DIR, TUNER_KERNEL_DIR and disk space)"
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _open(backend_name: str, simulate: bool) -> Runtime:
+    """The GPU runtime, or the simulator (said plainly) when asked for or when there is no GPU."""
+    backend = get_backend(backend_name)
+    try:
+        return open_runtime(backend, simulate)
+    except NoGPU as reason:
+        print(f"tuner: no {backend.name} GPU here ({reason}): running on Numba's CUDA simulator instead; "
+              "its times are simulated CPU time, not GPU performance", file=sys.stderr)
+        return open_runtime(backend, simulate=True)
+
+
+def _problem(args, runtime: Runtime) -> Problem:
+    where = "simulator" if runtime.simulated else "gpu"
+    problem = Problem(*(args.shape or DEFAULT_SHAPE[where]), dtype=args.dtype)
+    if runtime.simulated and problem.m * problem.n * problem.k > SIMULATOR_MAX_MULTIPLY_ADDS:
+        raise ValueError(f"--shape {problem.m} {problem.n} {problem.k} is too large for the simulator, which runs "
+                         "one Python thread per GPU thread; keep m*n*k at most 128**3 or run on a GPU")
+    return problem
+
+
+def _search(args) -> int:
+    from tqdm import tqdm
+
+    from .search import Search
+
+    runtime = _open(args.backend, args.simulate)
+    problem = _problem(args, runtime)
+    if args.trials is None and args.timeout is None:
+        args.trials = DEFAULT_TRIALS["simulator" if runtime.simulated else "gpu"]
+    root = cache.cache_dir(args.cache_dir)
+    search = Search(runtime, problem, root=root, seed=args.seed, sampler=args.sampler,
+                    storage=args.storage, name=args.study)
+    unit = " (simulated)" if runtime.simulated else ""
+    print(f"searching {problem.key} on {runtime.device.name} [{runtime.device.fingerprint}]; "
+          f"times are {runtime.clock}; study {search.study.study_name!r} has {len(search.study.trials)} trials",
+          file=sys.stderr)
+    bar = tqdm(total=args.trials, unit="variant", file=sys.stderr, dynamic_ncols=True, desc="search")
+
+    def progress(outcome, config, measurement, best):
+        bar.update(1)
+        bar.set_postfix_str(f"best {best:.3g} GFLOP/s{unit}" if best else "none passed yet")
+
+    with bar:
+        outcome = search.run(args.trials, args.timeout, progress)
+    print(f"this run: measured {outcome.measured} ({outcome.failed} failed), {outcome.invalid} invalid and "
+          f"{outcome.duplicates} repeated suggestions answered without measuring; the study now has "
+          f"{len(search.study.trials)} trials" + (f"; stopped: {outcome.stopped}" if outcome.stopped else ""))
+    if outcome.record:
+        _print_record_summary(outcome.record)
+        print(f"cache record: {outcome.record_path}")
+    else:
+        print("no variant has passed verification yet: nothing cached")
+    if outcome.interrupted:
+        print("tuner search: interrupted; completed trials are kept, run the same command to resume",
+              file=sys.stderr)
+        return 130
+    return 0 if outcome.record else 1
+
+
+def _print_record_summary(record: dict) -> None:
+    best = record["best"]["measurement"]
+    simulated = " (simulated CPU time)" if record["device"]["arch"] == "simulator" else ""
+    fraction = f", {best['fraction_of_peak']:.1%} of peak" if best["fraction_of_peak"] else ""
+    print(f"best: {best['gflops']:.3g} GFLOP/s{simulated}{fraction}, median {best['seconds'] * 1e3:.3f} ms "
+          f"over {best['reps']} runs")
+    print("  " + " ".join(f"{name}={json.dumps(value)}" for name, value in record["best"]["config"].items()))
+
+
+def _records(args) -> list[tuple[str, str, dict]]:
+    """(id, source, record) for the user's cache and the shipped one; unreadable ones are
+    reported on stderr and skipped."""
+    found = []
+    for source, root in (("user", cache.cache_dir(args.cache_dir)), ("shipped", cache.shipped_dir())):
+        for path in cache.record_paths(root):
+            try:
+                found.append((cache.record_id(root, path), source, cache.read_record(path)))
+            except cache.CacheError as error:
+                print(f"tuner: skipping {error}", file=sys.stderr)
+    return found
+
+
+def _summary(record_id: str, source: str, record: dict) -> dict:
+    best = record["best"]
+    return {"id": record_id, "source": source, "fingerprint": record["fingerprint"],
+            "device": record["device"]["name"], "backend": record["device"]["backend"],
+            "arch": record["device"]["arch"], "problem": record["problem"], "clock": record["clock"],
+            "gflops": best["measurement"]["gflops"], "fraction_of_peak": best["measurement"]["fraction_of_peak"],
+            "config": best["config"], "budget": record["budget"], "searched": record["searched"]}
+
+
+def _list(args) -> int:
+    rows = [_summary(*found) for found in _records(args)]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print(f"no cache records in {cache.cache_dir(args.cache_dir)} (run tuner search first)")
+    for row in rows:
+        simulated = " simulated" if row["arch"] == "simulator" else ""
+        print(f"{row['id']}  {row['gflops']:.3g} GFLOP/s{simulated}  {row['budget']['measured']} measured  "
+              f"{row['searched']['finished']}  [{row['source']}]")
+    return 0
+
+
+def _show(args) -> int:
+    matches = [found for found in _records(args) if args.record in found[0]]
+    exact = [found for found in matches if found[0] == args.record]
+    if len(exact) == 1 or len(matches) == 1:
+        record = (exact or matches)[0][2]
+    else:
+        raise ValueError(f"{len(matches)} records match {args.record!r}; "
+                         "give a longer part of an id from `tuner list`" if matches else
+                         f"no record matches {args.record!r}; `tuner list` shows the ids")
+    if args.json:
+        print(json.dumps(record, indent=2, sort_keys=True))
+        return 0
+    device = record["device"]
+    print(f"{device['name']} ({device['arch']}, {device['multiprocessors']} multiprocessors), "
+          f"fingerprint {record['fingerprint']}; driver {device['driver']}; runtime {device['runtime']}")
+    print(f"problem {record['problem']}; times are {record['clock']}")
+    _print_record_summary(record)
+    for entry in record["runners_up"]:
+        print(f"  runner-up: {entry['measurement']['gflops']:.3g} GFLOP/s  "
+              + " ".join(f"{name}={json.dumps(value)}" for name, value in entry["config"].items()))
+    print(f"budget: {record['budget']}; searched {record['searched']['started']} to {record['searched']['finished']}")
+    return 0
+
+
+def _devices(args) -> int:
+    from .devices import describe_simulator
+
+    found = []
+    for name in ([args.backend] if args.backend else list(BACKENDS)):
+        if simulator_enabled():
+            print(f"{name}: GPUs not probed: NUMBA_ENABLE_CUDASIM=1", file=sys.stderr)
+        else:
+            try:
+                found += [device.as_dict() for device in open_runtime(get_backend(name)).devices()]
+            except RuntimeUnavailable as reason:
+                print(f"{name}: no GPU ({reason})", file=sys.stderr)
+        found.append(describe_simulator(name).as_dict())
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    for device in found:
+        print(f"{device['backend']:5} {device['fingerprint']}  {device['name']} ({device['arch']})  "
+              f"driver {device['driver']}, runtime {device['runtime']}")
+    return 0
+
+
+def add_parsers(subparsers) -> None:
+    search = subparsers.add_parser("search", help="tune on the device and cache the best configuration")
+    search.add_argument("--backend", required=True, choices=tuple(BACKENDS))
+    search.add_argument("--simulate", action="store_true",
+                        help="run on Numba's CUDA simulator (also when NUMBA_ENABLE_CUDASIM=1 or no GPU is found)")
+    search.add_argument("--dtype", default="float32", help="float32 (default), float64 or float16 (cuda only)")
+    search.add_argument("--shape", nargs=3, type=int, metavar=("M", "N", "K"),
+                        help="the product's shape (default 4096 4096 4096 on a GPU, 32 32 32 simulated)")
+    search.add_argument("--trials", type=_positive, help="variants to measure (default 60 on a GPU, 6 simulated)")
+    search.add_argument("--timeout", type=float, metavar="SECONDS", help="stop after this long")
+    search.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the test inputs")
+    search.add_argument("--sampler", choices=tuple(SAMPLERS), default="tpe")
+    search.add_argument("--storage", metavar="URL",
+                        help="an Optuna storage URL, or a journal file path (default: a journal file in the cache)")
+    search.add_argument("--study", metavar="NAME", help="study name (default: from the problem and fingerprint)")
+    _add_cache_dir(search)
+    search.set_defaults(run=_search)
+
+    listing = subparsers.add_parser("list", help="list the cached records")
+    _add_cache_dir(listing)
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run=_list)
+
+    show = subparsers.add_parser("show", help="show one cached record in full")
+    show.add_argument("record", help="a record id from `tuner list`, or a unique part of one")
+    _add_cache_dir(show)
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(run=_show)
+
+    devices = subparsers.add_parser("devices", help="print the detected devices and their fingerprints")
+    devices.add_argument("--backend", choices=tuple(BACKENDS))
+    devices.add_argument("--json", action="store_true")
+    devices.set_defaults(run=_devices)
+
+
+def _add_cache_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: $TUNER_CACHE_DIR, "
+                        "else the user cache directory)")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value

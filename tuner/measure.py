@@ -1,0 +1,140 @@
+"""The measurement protocol: verify a variant once against a float64 reference, then time it.
+
+A variant that fails to compile, fails to launch or gives a wrong answer is a Measurement with
+that status and the reason; only an "ok" one has a time, so no failure can ever be the best.
+"""
+import statistics
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .config import Config
+from .kernel import Kernel, load
+from .problem import Problem
+from .runtime import Runtime
+from .space import Space
+
+# Bounds on ||C - reference|| / ||reference|| by accumulation precision. Rounding in a k-term dot
+# product grows like sqrt(k) * eps (float32 eps 1.2e-7, float64 2.2e-16); these leave two orders
+# of magnitude for k up to 65536, while a missing or doubled tile errs by 1e-2 or more.
+TOLERANCE = {"float32": 1e-4, "float64": 1e-11}
+
+STATUSES = ("ok", "compile", "launch", "wrong")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How long to warm up and how many repetitions make a stable median."""
+
+    warmup_seconds: float  # launch until this much launch time has passed
+    min_reps: int
+    max_reps: int
+    batch: int  # repetitions added between stability checks
+    stable: float  # stop once one more batch moves the median by less than this fraction
+
+
+GPU_PROTOCOL = Protocol(warmup_seconds=0.05, min_reps=10, max_reps=200, batch=10, stable=0.005)
+# Simulated launches take seconds and do not vary with caches or clocks: a few suffice.
+SIMULATOR_PROTOCOL = Protocol(warmup_seconds=0.0, min_reps=2, max_reps=2, batch=2, stable=1.0)
+
+
+@dataclass(frozen=True)
+class Operands:
+    """Fresh random inputs on the device, and the float64 product they must give."""
+
+    A: object
+    B: object
+    reference: np.ndarray
+
+    @classmethod
+    def fresh(cls, runtime: Runtime, space: Space, problem: Problem, seed: int) -> "Operands":
+        rng = np.random.default_rng(seed)
+        dtype = space.precision.input
+        A = rng.uniform(-1, 1, (problem.m, problem.k)).astype(dtype)
+        B = rng.uniform(-1, 1, (problem.k, problem.n)).astype(dtype)
+        reference = A.astype(np.float64) @ B.astype(np.float64)
+        return cls(runtime.module.to_device(A), runtime.module.to_device(B), reference)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one variant did: its status, and for "ok" its median time and rate."""
+
+    status: str
+    reason: str = ""
+    relative_error: float | None = None
+    seconds: float | None = None  # median of `reps` repetitions, on the runtime's clock
+    spread: float | None = None  # (p90 - p10) / median of the repetitions
+    reps: int = 0
+    gflops: float | None = None
+    fraction_of_peak: float | None = None
+    clock: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
+
+
+def verify(runtime: Runtime, kernel: Kernel, operands: Operands, tolerance: float) -> tuple[float, str]:
+    """Run once into a NaN-poisoned C and bound the relative error; (error, "") when correct."""
+    poisoned = np.full(operands.reference.shape, np.nan, dtype=kernel.space.precision.output)
+    C = runtime.module.to_device(poisoned)
+    kernel.bind(operands.A, operands.B, C)()
+    result = C.copy_to_host().astype(np.float64)
+    error = float(np.linalg.norm(result - operands.reference) / max(np.linalg.norm(operands.reference), 1e-300))
+    if not error <= tolerance:  # NaN fails too: an element the kernel never wrote
+        return error, f"relative error {error:.3g} exceeds {tolerance:.0e}"
+    return error, ""
+
+
+def time_launch(runtime: Runtime, launch, protocol: Protocol) -> list[float]:
+    """Seconds per repetition after warm-up, each after an L2 flush, until the median is stable."""
+    warmed = 0.0
+    while warmed < protocol.warmup_seconds:
+        warmed += runtime.elapsed(launch)
+    times: list[float] = []
+    while True:
+        before = statistics.median(times) if times else None
+        for _ in range(protocol.batch):
+            runtime.flush_l2()
+            times.append(runtime.elapsed(launch))
+        if len(times) >= protocol.max_reps:
+            return times
+        if len(times) >= protocol.min_reps and before is not None:
+            if abs(statistics.median(times) - before) <= protocol.stable * before:
+                return times
+
+
+def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, operands: Operands,
+            protocol: Protocol) -> Measurement:
+    """Compile, verify and time one statically valid configuration."""
+    try:
+        kernel = load(space, config)
+        kernel.compile()
+    except Exception as error:  # any failure to build is this variant's, not the search's
+        return Measurement("compile", _first_line(error), clock=runtime.clock)
+    try:
+        error, wrong = verify(runtime, kernel, operands, TOLERANCE[space.precision.accumulate])
+        if wrong:
+            return Measurement("wrong", wrong, relative_error=error, clock=runtime.clock)
+        C = runtime.module.device_array(operands.reference.shape, dtype=space.precision.output)
+        times = time_launch(runtime, kernel.bind(operands.A, operands.B, C), protocol)
+    except Exception as error:  # a launch that fails marks the variant, and the search goes on
+        return Measurement("launch", _first_line(error), clock=runtime.clock)
+    seconds = statistics.median(times)
+    deciles = statistics.quantiles(times, n=10) if len(times) > 1 else [seconds] * 9
+    gflops = problem.flops / seconds / 1e9
+    peak = None if runtime.simulated else runtime.device.peak(space.precision.accumulate)
+    return Measurement(
+        "ok", relative_error=error, seconds=seconds, spread=(deciles[-1] - deciles[0]) / seconds,
+        reps=len(times), gflops=gflops, fraction_of_peak=gflops / peak if peak else None,
+        clock=runtime.clock,
+    )

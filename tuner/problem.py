@@ -1,0 +1,35 @@
+"""The matrix product being tuned: C (m x n) = A (m x k) @ B (k x n) in one precision."""
+from dataclasses import dataclass
+
+from .dtypes import PRECISIONS
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A GEMM shape and dtype; its `key` names cache records and studies."""
+
+    m: int
+    n: int
+    k: int
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        if self.dtype not in PRECISIONS:
+            raise ValueError(f"unknown dtype {self.dtype!r}; choose one of: {', '.join(PRECISIONS)}")
+        for name in ("m", "n", "k"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.m, self.n, self.k)
+
+    @property
+    def flops(self) -> int:
+        """Floating-point operations of one product: a multiply and an add per term."""
+        return 2 * self.m * self.n * self.k
+
+    @property
+    def key(self) -> str:
+        return f"{self.dtype}-{self.m}x{self.n}x{self.k}"

@@ -1,0 +1,130 @@
+"""A backend opened on this machine: its Numba module, its device, and its clock.
+
+One small interface serves the three ways a kernel runs: numba-cuda on an NVIDIA GPU, numba-hip
+on an AMD GPU, and Numba's CUDA simulator standing in for either. Everything else (arrays,
+launches) goes through the Numba module, whose API numba-cuda, numba-hip and the simulator share.
+"""
+import ctypes
+import importlib
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from .backends import Backend
+from .devices import Device, describe_cuda, describe_hip, describe_simulator
+
+_DESCRIBE = {"cuda": describe_cuda, "roc": describe_hip}
+INSTALL = {
+    "cuda": "pip install -e '.[cuda]'",
+    "roc": "install numba-hip in its own environment: python3 -m venv .venv-roc && "
+           ".venv-roc/bin/pip install -e '.[roc]' (it cannot share one with numba-cuda)",
+}
+
+
+class RuntimeUnavailable(RuntimeError):
+    """The backend cannot run here; the message says what is missing and what to do."""
+
+
+class NoGPU(RuntimeUnavailable):
+    """No GPU of the backend's kind is visible; the simulator can stand in."""
+
+
+def simulator_enabled() -> bool:
+    """Whether this process runs (or will run) numba.cuda as the simulator."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def _driver_device_count(backend: Backend) -> int:
+    """Devices the vendor driver reports, asked through ctypes so that no Numba module loads."""
+    if backend.name == "cuda":
+        names, init, count = ("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"), "cuInit", "cuDeviceGetCount"
+    else:
+        names, init, count = "libamdhip64.so", "hipInit", "hipGetDeviceCount"
+    try:
+        library = ctypes.CDLL(names)
+    except OSError:
+        raise NoGPU(f"no {backend.name} driver found ({names} is not loadable)") from None
+    devices = ctypes.c_int(0)
+    if getattr(library, init)(0) != 0 or getattr(library, count)(ctypes.byref(devices)) != 0:
+        raise NoGPU(f"the {backend.name} driver found no usable device")
+    if devices.value == 0:
+        raise NoGPU(f"the {backend.name} driver reports no device")
+    return devices.value
+
+
+@dataclass
+class Runtime:
+    """Where kernels run: a Numba module, the device behind it, and how launches are timed."""
+
+    backend: Backend
+    module: ModuleType  # numba.cuda, numba.hip, or numba.cuda as the simulator
+    device: Device
+    _flush_buffers: tuple = field(default=(), repr=False)
+
+    @property
+    def simulated(self) -> bool:
+        return self.device.simulated
+
+    @property
+    def clock(self) -> str:
+        """What a measured time is, in words; shown wherever times appear."""
+        return "simulated CPU time" if self.simulated else "GPU time (device events)"
+
+    def elapsed(self, launch) -> float:
+        """Seconds one call of `launch` takes: device events on a GPU, CPU time on the simulator."""
+        if self.simulated:
+            start = time.perf_counter()
+            launch()
+            return time.perf_counter() - start
+        start, end = self.module.event(timing=True), self.module.event(timing=True)
+        start.record()
+        launch()
+        end.record()
+        end.synchronize()
+        return self.module.event_elapsed_time(start, end) / 1e3
+
+    def flush_l2(self) -> None:
+        """Evict the L2 cache by copying a buffer twice its size on the device (no-op simulated)."""
+        if self.simulated:
+            return
+        if not self._flush_buffers:
+            words = max(self.device.l2_bytes, 8 << 20) // 2  # int32 words in 2 x L2
+            self._flush_buffers = tuple(self.module.device_array(words, "int32") for _ in range(2))
+        source, target = self._flush_buffers
+        target.copy_to_device(source)
+
+    def devices(self) -> list[Device]:
+        """Every device this runtime can see (one for the simulator)."""
+        if self.simulated:
+            return [self.device]
+        found = []
+        for gpu in self.module.gpus:
+            with gpu:
+                found.append(_DESCRIBE[self.backend.name](self.module))
+        return found
+
+
+def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
+    """The runtime for `backend`: the simulator if asked for (or NUMBA_ENABLE_CUDASIM=1), else
+    the GPU. Raises NoGPU when there is none, RuntimeUnavailable when Numba's module is missing."""
+    loaded = sys.modules.get("numba.cuda")
+    if simulate or simulator_enabled():
+        if loaded is not None and not simulator_enabled():
+            raise RuntimeUnavailable("numba.cuda was imported before --simulate took effect; "
+                                     "set NUMBA_ENABLE_CUDASIM=1 before starting Python")
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        from numba import cuda
+
+        return Runtime(backend, cuda, describe_simulator(backend.name))
+    _driver_device_count(backend)
+    os.environ.setdefault("NUMBA_HIP_DEFAULT_ARCH_WITH_FEATURES", "1")
+    try:
+        module = importlib.import_module(f"numba.{backend.module}")
+    except Exception as error:  # numba-hip's import also fails on missing clang or ROCm headers
+        raise RuntimeUnavailable(f"numba.{backend.module} does not load ({type(error).__name__}: {error}); "
+                                 f"{INSTALL[backend.name]}") from None
+    if not module.is_available():
+        raise NoGPU(f"numba.{backend.module} sees no usable device")
+    return Runtime(backend, module, _DESCRIBE[backend.name](module))

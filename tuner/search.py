@@ -1,0 +1,272 @@
+"""The Optuna study: suggest configurations, measure the valid new ones, keep the best in the cache.
+
+Every suggestion becomes a finished trial, so the sampler learns from all of them:
+- statically invalid: never compiled; told 0 GFLOP/s with a constraint violation per broken rule;
+- already in the study: answered from its earlier trial, not measured again;
+- measured: verified, then timed; a compile, launch or correctness failure is infeasible (a
+  constraint), not an ignored FAIL trial.
+Only an interrupted trial is FAIL. The study lives in persistent storage, so the same command
+resumes it, and the cache record is rewritten after every measurement.
+"""
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from datetime import timezone
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from . import cache
+from .config import Config
+from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Operands, measure
+from .problem import Problem
+from .runtime import Runtime
+from .space import SEED, Space
+
+SAMPLERS = {
+    "tpe": lambda seed: optuna.samplers.TPESampler(seed=seed, multivariate=True),
+    "random": lambda seed: optuna.samplers.RandomSampler(seed=seed),
+    "nsga2": lambda seed: optuna.samplers.NSGAIISampler(seed=seed),
+}
+# Stop when this many suggestions in a row were invalid or already measured: the sampler has
+# converged, or the valid space is exhausted.
+MAX_UNMEASURED_IN_A_ROW = 500
+
+
+@dataclass
+class Outcome:
+    """What one run of the search did, for the summary line."""
+
+    measured: int = 0
+    failed: int = 0
+    invalid: int = 0
+    duplicates: int = 0
+    interrupted: bool = False
+    stopped: str = ""  # why the run ended before its budget, if it did
+    record: dict | None = None
+    record_path: Path | None = None
+    warm_start: list = field(default_factory=list)
+
+
+def study_name(runtime: Runtime, problem: Problem) -> str:
+    return f"matmul-{problem.key}-{runtime.device.fingerprint}"
+
+
+def storage_for(url: str | None, root: Path, runtime: Runtime):
+    """An Optuna storage: `url` if given (any Optuna URL, or a path taken as a journal file),
+    else a journal file under the cache directory.
+
+    A journal file rather than SQLite: it appends one line per operation under a file lock, so
+    several processes on one host can share a study (Optuna's FAQ rules SQLite out for that), a
+    crash loses at most the line being written, and it needs no database schema or migrations.
+    """
+    if url and "://" in url:
+        return url
+    path = Path(url) if url else root / "studies" / f"{runtime.device.slug}.journal"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
+
+
+def _config_key(params: dict) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+def _worker() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _fail_orphans(study: optuna.Study) -> int:
+    """Mark FAIL the running trials whose worker process on this host has died (a SIGKILL)."""
+    host, orphans = socket.gethostname(), 0
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker_host, _, pid = trial.user_attrs.get("worker", "").partition(":")
+        if worker_host == host and pid.isdigit() and not _alive(int(pid)):
+            study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+            orphans += 1
+    return orphans
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _measured(trial) -> bool:
+    return trial.user_attrs.get("kind") == "measured"
+
+
+def _passed(trial) -> bool:
+    return _measured(trial) and trial.user_attrs["measurement"]["status"] == "ok"
+
+
+def _entry(trial) -> dict:
+    return {"trial": trial.number, "config": trial.params, "measurement": trial.user_attrs["measurement"]}
+
+
+def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storage_label: str) -> dict | None:
+    """The cache record of the study so far: best and runners-up, budget, dates; None if no
+    variant has passed yet."""
+    trials = study.get_trials(deepcopy=False)
+    done = [trial for trial in trials if trial.state == TrialState.COMPLETE]
+    measured = [trial for trial in done if _measured(trial)]
+    passed = sorted(filter(_passed, measured),
+                    key=lambda trial: -trial.value)
+    if not passed:
+        return None
+    kinds = [trial.user_attrs.get("kind") for trial in done]
+    started = min(trial.datetime_start for trial in trials if trial.datetime_start)
+    finished = max(trial.datetime_complete for trial in done)
+    return {
+        "format": cache.FORMAT,
+        "fingerprint": runtime.device.fingerprint,
+        "device": runtime.device.as_dict(),
+        "problem": {"m": problem.m, "n": problem.n, "k": problem.k, "dtype": problem.dtype},
+        "clock": runtime.clock,
+        "best": _entry(passed[0]),
+        "runners_up": [_entry(trial) for trial in passed[1:cache.RUNNERS_UP + 1]],
+        "budget": {
+            "trials": len(trials),
+            "measured": len(measured),
+            "failed": len(measured) - len(passed),
+            "invalid": kinds.count("invalid"),
+            "duplicates": kinds.count("duplicate"),
+            "measuring_seconds": round(sum((trial.duration.total_seconds() for trial in measured)), 3),
+        },
+        "searched": {"started": started.astimezone(timezone.utc).isoformat(timespec="seconds"),
+                     "finished": finished.astimezone(timezone.utc).isoformat(timespec="seconds")},
+        "study": {"name": study.study_name, "storage": storage_label},
+    }
+
+
+def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Problem) -> list[Config]:
+    """Known-good starting points: the seed kernel, the default configuration, and the best
+    configurations cached for other GPUs and shapes of this backend and dtype."""
+    configs = [SEED, Config()]
+    for directory in (root, cache.shipped_dir()):
+        for path in cache.record_paths(directory):
+            try:
+                record = cache.read_record(path)
+            except cache.CacheError:
+                continue
+            same_backend = record["device"]["backend"] == runtime.backend.name
+            if same_backend and record["problem"]["dtype"] == problem.dtype:
+                try:
+                    configs.append(Config(**record["best"]["config"]))
+                except TypeError:
+                    continue
+    unique = {_config_key(config.as_dict()): config for config in configs if not space.violations(config)}
+    return list(unique.values())
+
+
+class Search:
+    """One tuning job: a study for (device, problem), its measurements, and its cache record."""
+
+    def __init__(self, runtime: Runtime, problem: Problem, *, root: Path, seed: int = 0,
+                 sampler: str = "tpe", storage: str | None = None, name: str | None = None):
+        self.runtime, self.problem, self.root, self.seed = runtime, problem, root, seed
+        self.space = Space.of(runtime.backend, problem.dtype)
+        self.storage_label = storage or "journal file under the cache directory"
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.study = optuna.create_study(
+            storage=storage_for(storage, root, runtime), study_name=name or study_name(runtime, problem),
+            direction="maximize", load_if_exists=True)
+        # A resumed run draws new random numbers: seeding with the trial count avoids replaying
+        # the first run's suggestions, which would all be duplicates.
+        self.study.sampler = SAMPLERS[sampler](seed + len(self.study.trials))
+        self.orphans = _fail_orphans(self.study)
+        self.protocol = SIMULATOR_PROTOCOL if runtime.simulated else GPU_PROTOCOL
+        self.path = cache.record_path(root, runtime.device.slug, problem.key)
+        self.history = {_config_key(trial.params): trial
+                        for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                        if _measured(trial)}
+
+    def warm_start(self) -> list[Config]:
+        """Enqueue the known-good configurations the study has neither run nor queued."""
+        waiting = {_config_key(trial.params) for trial in self.study.get_trials(
+            deepcopy=False, states=(TrialState.WAITING,))}
+        queued = []
+        for config in warm_start_configs(self.space, self.root, self.runtime, self.problem):
+            key = _config_key(config.as_dict())
+            if key not in self.history and key not in waiting:
+                self.study.enqueue_trial(config.as_dict())
+                queued.append(config)
+        return queued
+
+    def best_gflops(self) -> float | None:
+        values = [trial.value for trial in self.history.values() if _passed(trial)]
+        return max(values) if values else None
+
+    def run(self, trials: int | None, timeout: float | None, progress=None) -> Outcome:
+        """Measure up to `trials` new variants within `timeout` seconds; Ctrl-C stops cleanly."""
+        outcome = Outcome(warm_start=self.warm_start())
+        operands = Operands.fresh(self.runtime, self.space, self.problem, self.seed)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        unmeasured_in_a_row, trial = 0, None
+        try:
+            while trials is None or outcome.measured < trials:
+                if deadline is not None and time.monotonic() >= deadline:
+                    outcome.stopped = "timeout"
+                    break
+                if unmeasured_in_a_row >= MAX_UNMEASURED_IN_A_ROW:
+                    outcome.stopped = (f"{MAX_UNMEASURED_IN_A_ROW} suggestions in a row were invalid "
+                                       "or already measured: the sampler has converged")
+                    break
+                trial = self.study.ask()
+                trial.set_user_attr("worker", _worker())
+                params = {name: trial.suggest_categorical(name, list(domain))
+                          for name, domain in self.space.domains().items()}
+                key = _config_key(params)
+                config = Config(**params)
+                reasons = self.space.violations(config)
+                if reasons:
+                    self._tell(trial, "invalid", 0.0, len(reasons), reasons=reasons)
+                    outcome.invalid += 1
+                    unmeasured_in_a_row += 1
+                elif key in self.history:
+                    earlier = self.history[key]
+                    self._tell(trial, "duplicate", earlier.value, 0.0 if _passed(earlier) else 1.0,
+                               duplicate_of=earlier.number)
+                    outcome.duplicates += 1
+                    unmeasured_in_a_row += 1
+                else:
+                    measurement = measure(self.runtime, self.space, self.problem, config, operands, self.protocol)
+                    self._tell(trial, "measured", measurement.gflops if measurement.ok else 0.0,
+                               0.0 if measurement.ok else 1.0, measurement=measurement.as_dict())
+                    outcome.measured += 1
+                    outcome.failed += not measurement.ok
+                    unmeasured_in_a_row = 0
+                    self._update_cache(outcome)
+                    if progress:
+                        progress(outcome, config, measurement, self.best_gflops())
+                trial = None
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+            if trial is not None:
+                trial.set_user_attr("kind", "interrupted")
+                self.study.tell(trial, state=TrialState.FAIL)
+        self._update_cache(outcome)
+        return outcome
+
+    def _tell(self, trial, kind: str, value: float, violation: float, **attrs) -> None:
+        trial.set_user_attr("kind", kind)
+        for name, attr in attrs.items():
+            trial.set_user_attr(name, attr)
+        trial.set_constraint("feasible", violation)
+        frozen = self.study.tell(trial, value)
+        if kind == "measured":
+            self.history[_config_key(frozen.params)] = frozen
+
+    def _update_cache(self, outcome: Outcome) -> None:
+        record = build_record(self.study, self.runtime, self.problem, self.storage_label)
+        if record is not None:
+            cache.write_record(self.path, record)
+            outcome.record, outcome.record_path = cache.read_record(self.path), self.path
+
