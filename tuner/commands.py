@@ -69,7 +69,7 @@ def _search(args) -> int:
                     storage=args.storage, name=args.study)
     unit = " (simulated)" if runtime.simulated else ""
     print(f"searching {problem.key} on {runtime.device.name} [{runtime.device.fingerprint}]; "
-          f"times are {runtime.clock}; study {search.study.study_name!r} has {len(search.study.trials)} trials",
+          f"times are {runtime.clock}; study {search.study.study_name!r} has {search.trial_count()} trials",
           file=sys.stderr)
     bar = tqdm(total=args.trials, unit="variant", file=sys.stderr, dynamic_ncols=True, desc="search")
 
@@ -81,7 +81,7 @@ def _search(args) -> int:
         outcome = search.run(args.trials, args.timeout, progress)
     print(f"this run: measured {outcome.measured} ({outcome.failed} failed), {outcome.invalid} invalid and "
           f"{outcome.duplicates} repeated suggestions answered without measuring; the study now has "
-          f"{len(search.study.trials)} trials" + (f"; stopped: {outcome.stopped}" if outcome.stopped else ""))
+          f"{search.trial_count()} trials" + (f"; stopped: {outcome.stopped}" if outcome.stopped else ""))
     if outcome.record:
         _print_record_summary(outcome.record)
         print(f"cache record: {outcome.record_path}")

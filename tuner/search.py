@@ -31,6 +31,7 @@ SAMPLERS = {
     "random": lambda seed: optuna.samplers.RandomSampler(seed=seed),
     "nsga2": lambda seed: optuna.samplers.NSGAIISampler(seed=seed),
 }
+_STARTED = tuple(state for state in TrialState if state != TrialState.WAITING)
 # Stop when this many suggestions in a row were invalid or already measured: the sampler has
 # converged, or the valid space is exhausted.
 MAX_UNMEASURED_IN_A_ROW = 500
@@ -64,7 +65,10 @@ def storage_for(url: str | None, root: Path, runtime: Runtime):
     crash loses at most the line being written, and it needs no database schema or migrations.
     """
     if url and "://" in url:
-        return url
+        try:
+            return optuna.storages.get_storage(url)
+        except Exception as error:  # SQLAlchemy's errors for a bad URL or an unreachable server
+            raise ValueError(f"--storage {url!r} cannot be opened: {str(error).splitlines()[0]}") from None
     path = Path(url) if url else root / "studies" / f"{runtime.device.slug}.journal"
     path.parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
@@ -114,7 +118,7 @@ def _entry(trial) -> dict:
 def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storage_label: str) -> dict | None:
     """The cache record of the study so far: best and runners-up, budget, dates; None if no
     variant has passed yet."""
-    trials = study.get_trials(deepcopy=False)
+    trials = study.get_trials(deepcopy=False, states=_STARTED)
     done = [trial for trial in trials if trial.state == TrialState.COMPLETE]
     measured = [trial for trial in done if _measured(trial)]
     passed = sorted(filter(_passed, measured),
@@ -190,15 +194,19 @@ class Search:
 
     def warm_start(self) -> list[Config]:
         """Enqueue the known-good configurations the study has neither run nor queued."""
-        waiting = {_config_key(trial.params) for trial in self.study.get_trials(
+        waiting = {trial.user_attrs.get("queued") for trial in self.study.get_trials(
             deepcopy=False, states=(TrialState.WAITING,))}
         queued = []
         for config in warm_start_configs(self.space, self.root, self.runtime, self.problem):
             key = _config_key(config.as_dict())
             if key not in self.history and key not in waiting:
-                self.study.enqueue_trial(config.as_dict())
+                self.study.enqueue_trial(config.as_dict(), user_attrs={"queued": key})
                 queued.append(config)
         return queued
+
+    def trial_count(self) -> int:
+        """Trials the study has started (queued ones are not counted)."""
+        return len(self.study.get_trials(deepcopy=False, states=_STARTED))
 
     def best_gflops(self) -> float | None:
         values = [trial.value for trial in self.history.values() if _passed(trial)]

@@ -1,0 +1,126 @@
+"""`tuner search`, `list`, `show` and `devices` from the command line, on the simulator."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import optuna
+import pytest
+
+from tuner import cache
+from tuner.cli import main
+
+SMALL = ["--shape", "16", "16", "16"]
+
+
+def _list(capsys, root) -> list[dict]:
+    capsys.readouterr()
+    assert main(["list", "--json", "--cache-dir", str(root)]) == 0
+    return [row for row in json.loads(capsys.readouterr().out) if row["source"] == "user"]
+
+
+@pytest.mark.parametrize("backend", ["cuda", "roc"])
+def test_search_writes_an_entry_that_list_shows(tmp_path, capsys, backend):
+    assert main(["search", "--backend", backend, "--simulate", *SMALL, "--trials", "2",
+                 "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "GFLOP/s (simulated CPU time)" in out and "measured 2 (0 failed)" in out
+    [row] = _list(capsys, tmp_path)
+    assert row["backend"] == backend and row["arch"] == "simulator" and row["clock"] == "simulated CPU time"
+    assert row["problem"] == {"m": 16, "n": 16, "k": 16, "dtype": "float32"} and row["budget"]["measured"] == 2
+    assert main(["show", row["id"], "--cache-dir", str(tmp_path)]) == 0
+    assert row["fingerprint"] in capsys.readouterr().out
+
+
+def test_devices_shows_the_simulator_fingerprints(capsys):
+    assert main(["devices", "--json"]) == 0
+    devices = json.loads(capsys.readouterr().out)
+    assert {d["backend"] for d in devices} == {"cuda", "roc"}
+    assert len({d["fingerprint"] for d in devices}) == 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["search", "--backend", "cuda", "--shape", "0", "16", "16"], "m must be a positive integer"),
+    (["search", "--backend", "cuda", "--shape", "512", "512", "512"], "too large for the simulator"),
+    (["search", "--backend", "roc", "--dtype", "float16", *SMALL], "choose one of: float32, float64"),
+    (["search", "--backend", "cuda", "--trials", "0"], "must be at least 1"),
+    (["search", "--backend", "cuda", *SMALL, "--storage", "nosuchdb://x"], "nosuchdb"),
+    (["show", "no-such-record"], "no record matches 'no-such-record'"),
+])
+def test_mistakes_get_one_line(tmp_path, capsys, argv, message):
+    try:
+        status = main([*argv, "--cache-dir", str(tmp_path)])
+    except SystemExit as exit:  # argparse's own checks
+        status = exit.code
+    assert status == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_an_unreadable_record_is_skipped_with_a_warning(tmp_path, capsys):
+    broken = tmp_path / "records" / "cuda-x-0123456789abcdef" / "float32-1x1x1.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("{ not json")
+    assert _list(capsys, tmp_path) == []
+    assert main(["list", "--cache-dir", str(tmp_path)]) == 0
+    assert "skipping" in capsys.readouterr().err
+
+
+def _start_search(root) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "200",
+         "--cache-dir", str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_measurements(root, process, count: int) -> dict:
+    """The cache record once it holds `count` measured trials."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        for path in cache.record_paths(root):
+            record = cache.read_record(path)  # must parse at every moment
+            if record["budget"]["measured"] >= count:
+                return record
+        time.sleep(0.1)
+    raise AssertionError(f"no record with {count} measurements: {process.communicate()}")
+
+
+def _study(root) -> optuna.Study:
+    [journal] = (root / "studies").glob("*.journal")
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
+    [name] = optuna.get_all_study_names(storage)
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def _measured(study) -> list:
+    return [t for t in study.trials if t.user_attrs.get("kind") == "measured"]
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_the_results(tmp_path):
+    process = _start_search(tmp_path)
+    _wait_for_measurements(tmp_path, process, 2)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130 and "Traceback" not in err
+    assert "interrupted; completed trials are kept" in err
+    study = _study(tmp_path)
+    assert not [t for t in study.trials if t.state.name == "RUNNING"]
+    [path] = cache.record_paths(tmp_path)
+    assert cache.read_record(path)["budget"]["measured"] == len(_measured(study)) >= 2
+
+
+def test_a_killed_search_loses_no_completed_trial_and_resumes(tmp_path, capsys):
+    process = _start_search(tmp_path)
+    record = _wait_for_measurements(tmp_path, process, 2)
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate(timeout=60)
+    study = _study(tmp_path)
+    measured = _measured(study)
+    assert len(measured) >= record["budget"]["measured"] >= 2
+    assert record["best"]["trial"] in [t.number for t in measured]
+    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1",
+                 "--cache-dir", str(tmp_path)]) == 0
+    resumed = _study(tmp_path)
+    assert len(_measured(resumed)) == len(measured) + 1
+    assert not [t for t in resumed.trials if t.state.name == "RUNNING"]  # the killed worker's trial failed

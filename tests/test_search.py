@@ -1,0 +1,148 @@
+"""The Optuna search on the simulator: measurements, failures, duplicates, resuming, the cache."""
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import tuner.measure
+from tuner import cache
+from tuner.backends import CUDA, ROC
+from tuner.config import Config
+from tuner.problem import Problem
+from tuner.runtime import open_runtime
+from tuner.search import Search
+from tuner.space import SEED
+
+PROBLEM = Problem(16, 16, 16, "float32")
+
+
+def _search(tmp_path, backend=CUDA, **options) -> Search:
+    return Search(open_runtime(backend, simulate=True), PROBLEM, root=tmp_path, **options)
+
+
+def _measured(search: Search) -> list:
+    return [trial for trial in search.study.trials if trial.user_attrs.get("kind") == "measured"]
+
+
+class _Launches:
+    """Stands in for a Numba dispatcher: kernel[grid, block](A, B, C, alpha, beta) runs `body`."""
+
+    def __init__(self, body):
+        self.body = body
+
+    def __getitem__(self, launch_configuration):
+        return self.body
+
+
+def _plant(monkeypatch, planted: Config, function) -> None:
+    """Make `planted`'s kernel run `function` instead of the generated code."""
+    real_load = tuner.measure.load
+
+    def load(space, config):
+        kernel = real_load(space, config)
+        return dataclasses.replace(kernel, function=function) if config == planted else kernel
+
+    monkeypatch.setattr(tuner.measure, "load", load)
+
+
+@pytest.mark.parametrize("backend", [CUDA, ROC], ids=["cuda", "roc"])
+def test_search_caches_the_best_measured_variant(tmp_path, backend):
+    search = _search(tmp_path, backend)
+    outcome = search.run(trials=2, timeout=None)
+    assert outcome.measured == 2 and not outcome.interrupted
+    record = cache.read_record(outcome.record_path)
+    measured = _measured(search)
+    assert record["best"]["config"] in [t.params for t in measured]
+    assert record["best"]["measurement"]["gflops"] == max(t.value for t in measured)
+    assert record["best"]["measurement"]["clock"] == "simulated CPU time"
+    assert record["device"]["backend"] == backend.name and record["budget"]["measured"] == 2
+    # The warm start comes first: the seed kernel's configuration, then the default one.
+    assert [Config(**t.params) for t in measured] == [SEED, Config()]
+
+
+def test_a_wrong_answer_never_wins(tmp_path, monkeypatch):
+    # The seed configuration is measured first; planted, it writes zeros at once: the fastest
+    # kernel of all if it were timed, and wrong.
+    _plant(monkeypatch, SEED, _Launches(lambda A, B, C, alpha, beta: C.copy_to_device(np.zeros(C.shape, C.dtype))))
+    search = _search(tmp_path)
+    outcome = search.run(trials=3, timeout=None)
+    planted = [t for t in _measured(search) if Config(**t.params) == SEED]
+    assert len(planted) == 1 and planted[0].value == 0.0
+    assert planted[0].user_attrs["measurement"]["status"] == "wrong"
+    assert "relative error" in planted[0].user_attrs["measurement"]["reason"]
+    assert planted[0].system_attrs["constraints:feasible"] > 0
+    record = outcome.record
+    assert SEED.as_dict() not in [entry["config"] for entry in [record["best"], *record["runners_up"]]]
+    assert record["budget"]["failed"] == 1
+
+
+def test_an_output_left_unwritten_fails_verification(tmp_path, monkeypatch):
+    _plant(monkeypatch, SEED, _Launches(lambda A, B, C, alpha, beta: None))
+    search = _search(tmp_path)
+    search.run(trials=1, timeout=None)
+    measurement = _measured(search)[0].user_attrs["measurement"]
+    assert measurement["status"] == "wrong" and "nan" in measurement["reason"]
+
+
+@pytest.mark.parametrize("where, status", [("load", "compile"), ("launch", "launch")])
+def test_build_and_launch_failures_are_recorded_with_the_reason(tmp_path, monkeypatch, where, status):
+    def broken(*args):
+        raise RuntimeError(f"planted {where} failure")
+
+    if where == "load":
+        monkeypatch.setattr(tuner.measure, "load", broken)
+    else:
+        _plant(monkeypatch, SEED, _Launches(broken))
+    search = _search(tmp_path)
+    search.run(trials=1, timeout=None)
+    measurement = _measured(search)[0].user_attrs["measurement"]
+    assert measurement == {**measurement, "status": status, "reason": f"RuntimeError: planted {where} failure"}
+    assert _measured(search)[0].state.name == "COMPLETE"  # learnt from, not an ignored FAIL
+
+
+def test_rerunning_resumes_without_measuring_again(tmp_path):
+    first = _search(tmp_path).run(trials=2, timeout=None)
+    search = _search(tmp_path)
+    trials_before = len(search.study.trials)
+    search.run(trials=2, timeout=None)
+    assert len(search.study.trials) > trials_before
+    keys = [json.dumps(t.params, sort_keys=True) for t in _measured(search)]
+    assert len(keys) == 4 and len(set(keys)) == 4
+    assert cache.read_record(first.record_path)["budget"]["measured"] == 4
+
+
+def test_a_repeated_suggestion_is_answered_from_the_history(tmp_path):
+    search = _search(tmp_path)
+    search.run(trials=1, timeout=None)
+    done = _measured(search)[0]
+    search.study.enqueue_trial(done.params)  # queued behind the warm start's default config
+    outcome = search.run(trials=2, timeout=None)
+    repeats = [t for t in search.study.trials if t.user_attrs.get("kind") == "duplicate"]
+    assert len(repeats) == outcome.duplicates == 1
+    assert repeats[0].user_attrs["duplicate_of"] == done.number and repeats[0].value == done.value
+    assert len(_measured(search)) == 3
+
+
+def test_invalid_suggestions_are_never_measured(tmp_path, monkeypatch):
+    compiled = []
+    real_load = tuner.measure.load
+    monkeypatch.setattr(tuner.measure, "load",
+                        lambda space, config: compiled.append(config) or real_load(space, config))
+    search = _search(tmp_path)
+    invalid = Config(block_m=16, block_n=16, thread_m=8, thread_n=8)  # 4 threads: not a warp
+    search.study.enqueue_trial(invalid.as_dict())
+    outcome = search.run(trials=1, timeout=None)
+    told = [t for t in search.study.trials if t.user_attrs.get("kind") == "invalid"]
+    assert outcome.invalid == len(told) == 1 and compiled == [SEED]
+    assert told[0].user_attrs["reasons"] == search.space.violations(invalid)
+    assert told[0].system_attrs["constraints:feasible"] == len(told[0].user_attrs["reasons"]) > 0
+    assert told[0].state.name == "COMPLETE" and told[0].value == 0.0
+
+
+def test_warm_start_takes_the_best_of_other_shapes(tmp_path):
+    other = Search(open_runtime(CUDA, simulate=True), Problem(16, 32, 16), root=tmp_path)
+    other.study.enqueue_trial(Config(block_m=32, block_n=32, thread_m=2, thread_n=2).as_dict())
+    other.run(trials=1, timeout=None)
+    best = Config(**cache.read_record(other.path)["best"]["config"])
+    assert best in _search(tmp_path).warm_start()
