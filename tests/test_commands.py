@@ -11,6 +11,7 @@ import pytest
 
 from tuner import cache
 from tuner.cli import main
+from tuner.search import ORPHAN_GRACE_SECONDS
 
 SMALL = ["--shape", "16", "16", "16"]
 
@@ -46,6 +47,7 @@ def test_devices_shows_the_simulator_fingerprints(capsys):
     (["search", "--backend", "cuda", "--shape", "512", "512", "512"], "too large for the simulator"),
     (["search", "--backend", "roc", "--dtype", "float16", *SMALL], "choose one of: float32, float64"),
     (["search", "--backend", "cuda", "--trials", "0"], "must be at least 1"),
+    (["search", "--backend", "cuda", "--timeout", "-1"], "must be more than 0 seconds"),
     (["search", "--backend", "cuda", *SMALL, "--storage", "nosuchdb://x"], "nosuchdb"),
     (["show", "no-such-record"], "no record matches 'no-such-record'"),
 ])
@@ -66,6 +68,27 @@ def test_an_unreadable_record_is_skipped_with_a_warning(tmp_path, capsys):
     assert _list(capsys, tmp_path) == []
     assert main(["list", "--cache-dir", str(tmp_path)]) == 0
     assert "skipping" in capsys.readouterr().err
+
+
+def test_an_incomplete_record_is_skipped_with_a_warning(tmp_path, capsys):
+    assert main(["search", "--backend", "cuda", *SMALL, "--trials", "1", "--cache-dir", str(tmp_path)]) == 0
+    [path] = cache.record_paths(tmp_path)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "device": {}}))
+    capsys.readouterr()
+    assert main(["list", "--json", "--cache-dir", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert [row for row in json.loads(out) if row["source"] == "user"] == []
+    assert "missing device.backend" in err
+    assert main(["search", "--backend", "cuda", *SMALL, "--trials", "1", "--cache-dir", str(tmp_path)]) == 0
+
+
+@pytest.mark.skipif(os.path.exists("/proc/driver/nvidia/version"), reason="an NVIDIA driver is present")
+def test_with_no_gpu_the_search_says_so_and_simulates(tmp_path):
+    environment = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run([sys.executable, "-m", "tuner", "search", "--backend", "cuda", *SMALL, "--trials", "1",
+                           "--cache-dir", str(tmp_path)], env=environment, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "no cuda GPU here" in done.stderr and "simulated CPU time" in done.stdout
 
 
 def _start_search(root) -> subprocess.Popen:
@@ -115,6 +138,7 @@ def test_a_killed_search_loses_no_completed_trial_and_resumes(tmp_path, capsys):
     record = _wait_for_measurements(tmp_path, process, 2)
     os.kill(process.pid, signal.SIGKILL)
     process.communicate(timeout=60)
+    time.sleep(ORPHAN_GRACE_SECONDS)  # a trial asked for but not yet signed by its worker is orphaned after this
     study = _study(tmp_path)
     measured = _measured(study)
     assert len(measured) >= record["budget"]["measured"] >= 2

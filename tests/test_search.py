@@ -97,7 +97,7 @@ def test_build_and_launch_failures_are_recorded_with_the_reason(tmp_path, monkey
     search = _search(tmp_path)
     search.run(trials=1, timeout=None)
     measurement = _measured(search)[0].user_attrs["measurement"]
-    assert measurement == {**measurement, "status": status, "reason": f"RuntimeError: planted {where} failure"}
+    assert measurement["status"] == status and measurement["reason"] == f"RuntimeError: planted {where} failure"
     assert _measured(search)[0].state.name == "COMPLETE"  # learnt from, not an ignored FAIL
 
 
@@ -145,4 +145,21 @@ def test_warm_start_takes_the_best_of_other_shapes(tmp_path):
     other.study.enqueue_trial(Config(block_m=32, block_n=32, thread_m=2, thread_n=2).as_dict())
     other.run(trials=1, timeout=None)
     best = Config(**cache.read_record(other.path)["best"]["config"])
-    assert best in _search(tmp_path).warm_start()
+    assert best not in (SEED, Config()) and best in _search(tmp_path).warm_start()
+
+
+def test_ctrl_c_right_after_a_measurement_keeps_it(tmp_path):
+    def interrupt(outcome, measurement, best):
+        raise KeyboardInterrupt
+
+    search = _search(tmp_path)
+    outcome = search.run(trials=5, timeout=None, progress=interrupt)
+    assert outcome.interrupted and outcome.measured == 1
+    assert [t.state.name for t in search.study.trials if t.user_attrs.get("kind")] == ["COMPLETE"]
+    assert cache.read_record(outcome.record_path)["budget"]["measured"] == 1
+
+
+def test_a_study_name_is_bound_to_its_device_and_problem(tmp_path):
+    _search(tmp_path, name="shared").run(trials=1, timeout=None)
+    with pytest.raises(ValueError, match="holds float32-16x16x16 on device .*; choose another --study name"):
+        Search(open_runtime(CUDA, simulate=True), Problem(32, 32, 32), root=tmp_path, name="shared")

@@ -19,6 +19,8 @@ import platformdirs
 FORMAT = 1
 RUNNERS_UP = 4
 REQUIRED = ("format", "fingerprint", "device", "problem", "clock", "best", "runners_up", "budget", "searched")
+REQUIRED_IN = {"device": ("backend", "name", "arch"), "problem": ("m", "n", "k", "dtype"),
+               "best": ("config", "measurement")}
 
 
 class CacheError(ValueError):
@@ -64,6 +66,14 @@ def read_record(path: Path) -> dict:
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise CacheError(f"{path}: not a format-{FORMAT} tuner record")
     missing = [key for key in REQUIRED if key not in record]
+    missing += [f"{part}.{key}" for part, keys in REQUIRED_IN.items() if isinstance(record.get(part), dict)
+                for key in keys if key not in record[part]]
+    missing += [part for part in REQUIRED_IN if part in record and not isinstance(record[part], dict)]
+    entries = [record.get("best"), *record.get("runners_up", [])]
+    if not missing and not all(isinstance(e, dict) and isinstance(e.get("measurement"), dict)
+                               and isinstance(e["measurement"].get("gflops"), (int, float))
+                               and isinstance(e.get("config"), dict) for e in entries):
+        missing.append("a config and gflops in every ranked entry")
     if missing:
         raise CacheError(f"{path}: missing {', '.join(missing)}")
     return record

@@ -86,6 +86,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def is_user_error(error: Exception) -> bool:
+    """Whether `error` is a mistake or a missing piece the user can fix, shown as one line."""
+    from .resources import ReportUnavailable
+    from .runtime import RuntimeUnavailable
+
+    return isinstance(error, (ValueError, OSError, ImportError, RuntimeUnavailable, ReportUnavailable))
+
+
+def explain(error: Exception) -> str:
+    """The one line for a user error, with what to do where the error does not say it."""
+    if isinstance(error, ImportError):
+        return f"{error} (install tuner with its backend's extra: pip install -e '.[cuda]', or '.[roc]')"
+    if isinstance(error, OSError):
+        return f"{error} (check --cache-dir, TUNER_CACHE_DIR, TUNER_KERNEL_DIR and disk space)"
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -94,7 +112,7 @@ def main(argv=None) -> int:
         print(f"tuner {args.command}: interrupted", file=sys.stderr)
         return 130
     except Exception as error:
-        if not commands.is_user_error(error):
+        if not is_user_error(error):
             raise
-        print(f"tuner {args.command}: error: {commands.explain(error)}", file=sys.stderr)
+        print(f"tuner {args.command}: error: {explain(error)}", file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@ import sys
 
 from . import cache
 from .backends import BACKENDS, get_backend
+from .dtypes import PRECISIONS
 from .problem import Problem
 from .runtime import NoGPU, Runtime, RuntimeUnavailable, open_runtime, simulator_enabled
 from .search import SAMPLERS
@@ -14,25 +15,6 @@ from .search import SAMPLERS
 SIMULATOR_MAX_MULTIPLY_ADDS = 128 ** 3
 DEFAULT_SHAPE = {"gpu": (4096, 4096, 4096), "simulator": (32, 32, 32)}
 DEFAULT_TRIALS = {"gpu": 60, "simulator": 6}
-
-
-def is_user_error(error: Exception) -> bool:
-    """Whether `error` is a mistake or a missing piece the user can fix, shown as one line."""
-    from .resources import ReportUnavailable
-
-    optuna = sys.modules.get("optuna")
-    known = (ValueError, OSError, ImportError, RuntimeUnavailable, ReportUnavailable)
-    return isinstance(error, known) or (optuna is not None and isinstance(error, optuna.exceptions.OptunaError))
-
-
-def explain(error: Exception) -> str:
-    """The one line for a user error, with what to do where the error does not say it."""
-    if isinstance(error, ImportError):
-        return f"{error} (install the cuda extra: pip install -e '.[cuda]')"
-    if isinstance(error, OSError):
-        return f"{error} (check --cache-dir, TUNER_CACHE_DIR, TUNER_KERNEL_DIR and disk space)"
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _open(backend_name: str, simulate: bool) -> Runtime:
@@ -52,6 +34,13 @@ def _problem(args, runtime: Runtime) -> Problem:
     if runtime.simulated and problem.m * problem.n * problem.k > SIMULATOR_MAX_MULTIPLY_ADDS:
         raise ValueError(f"--shape {problem.m} {problem.n} {problem.k} is too large for the simulator, which runs "
                          "one Python thread per GPU thread; keep m*n*k at most 128**3 or run on a GPU")
+    precision = PRECISIONS[problem.dtype]
+    needed = ((problem.m + problem.n) * problem.k * precision.input_bytes
+              + 2 * problem.m * problem.n * precision.output_bytes)
+    if not runtime.simulated and needed > runtime.device.memory_bytes // 2:
+        memory = runtime.device.memory_bytes / 2**30
+        raise ValueError(f"--shape {problem.m} {problem.n} {problem.k} needs {needed / 2**30:.1f} GiB of operands, "
+                         f"over half of the device's {memory:.0f} GiB; pass a smaller --shape")
     return problem
 
 
@@ -73,7 +62,7 @@ def _search(args) -> int:
           file=sys.stderr)
     bar = tqdm(total=args.trials, unit="variant", file=sys.stderr, dynamic_ncols=True, desc="search")
 
-    def progress(outcome, config, measurement, best):
+    def progress(outcome, measurement, best):
         bar.update(1)
         bar.set_postfix_str(f"best {best:.3g} GFLOP/s{unit}" if best else "none passed yet")
 
@@ -142,8 +131,8 @@ def _list(args) -> int:
 def _show(args) -> int:
     matches = [found for found in _records(args) if args.record in found[0]]
     exact = [found for found in matches if found[0] == args.record]
-    if len(exact) == 1 or len(matches) == 1:
-        record = (exact or matches)[0][2]
+    if exact or len(matches) == 1:
+        record = (exact or matches)[0][2]  # the user's record before a shipped one of the same id
     else:
         raise ValueError(f"{len(matches)} records match {args.record!r}; "
                          "give a longer part of an id from `tuner list`" if matches else
@@ -194,7 +183,7 @@ def add_parsers(subparsers) -> None:
     search.add_argument("--shape", nargs=3, type=int, metavar=("M", "N", "K"),
                         help="the product's shape (default 4096 4096 4096 on a GPU, 32 32 32 simulated)")
     search.add_argument("--trials", type=_positive, help="variants to measure (default 60 on a GPU, 6 simulated)")
-    search.add_argument("--timeout", type=float, metavar="SECONDS", help="stop after this long")
+    search.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="stop after this long")
     search.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the test inputs")
     search.add_argument("--sampler", choices=tuple(SAMPLERS), default="tpe")
     search.add_argument("--storage", metavar="URL",
@@ -223,6 +212,16 @@ def add_parsers(subparsers) -> None:
 def _add_cache_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: $TUNER_CACHE_DIR, "
                         "else the user cache directory)")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text}")
+    return value
 
 
 def _positive(text: str) -> int:

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from importlib.resources import files
@@ -83,12 +84,13 @@ _CUDA_LANES = {
 
 
 def _nvidia_driver() -> str:
-    """The NVIDIA kernel driver's version line, where Linux exposes it."""
+    """The NVIDIA kernel driver's version (such as 580.65.06), where Linux exposes it."""
     try:
         with open("/proc/driver/nvidia/version") as version:
-            return version.readline().split("  ")[-1].strip() or "unknown"
+            found = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", version.readline())
     except OSError:
         return "unknown"
+    return found.group(1) if found else "unknown"
 
 
 def describe_cuda(cuda) -> Device:

@@ -19,6 +19,10 @@ class Precision:
     def accumulate_bytes(self) -> int:
         return _BYTES[self.accumulate]
 
+    @property
+    def output_bytes(self) -> int:
+        return _BYTES[self.output]
+
 
 _BYTES = {"float16": 2, "float32": 4, "float64": 8}
 

@@ -17,6 +17,7 @@ from unittest import mock
 import numpy as np
 
 from .config import Config
+from .runtime import simulating
 from .source import render
 from .space import Space
 
@@ -30,13 +31,6 @@ def kernel_dir() -> Path:
         return Path(os.environ["TUNER_KERNEL_DIR"])
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     return base / "tuner" / "kernels"
-
-
-def simulating() -> bool:
-    """Whether numba.cuda is Numba's CUDA simulator in this process."""
-    from numba import config
-
-    return bool(config.ENABLE_CUDASIM)
 
 
 def write_source(source: str, directory: Path | None = None) -> Path:

@@ -19,23 +19,19 @@ from .space import Space
 # of magnitude for k up to 65536, while a missing or doubled tile errs by 1e-2 or more.
 TOLERANCE = {"float32": 1e-4, "float64": 1e-11}
 
-STATUSES = ("ok", "compile", "launch", "wrong")
-
-
 @dataclass(frozen=True)
 class Protocol:
     """How long to warm up and how many repetitions make a stable median."""
 
     warmup_seconds: float  # launch until this much launch time has passed
-    min_reps: int
+    batch: int  # repetitions per batch; a second batch is the first stability check
     max_reps: int
-    batch: int  # repetitions added between stability checks
     stable: float  # stop once one more batch moves the median by less than this fraction
 
 
-GPU_PROTOCOL = Protocol(warmup_seconds=0.05, min_reps=10, max_reps=200, batch=10, stable=0.005)
-# Simulated launches take seconds and do not vary with caches or clocks: a few suffice.
-SIMULATOR_PROTOCOL = Protocol(warmup_seconds=0.0, min_reps=2, max_reps=2, batch=2, stable=1.0)
+GPU_PROTOCOL = Protocol(warmup_seconds=0.05, batch=10, max_reps=200, stable=0.005)
+# Simulated launches take seconds and do not vary with caches or clocks: one batch of two.
+SIMULATOR_PROTOCOL = Protocol(warmup_seconds=0.0, batch=2, max_reps=2, stable=1.0)
 
 
 @dataclass(frozen=True)
@@ -108,9 +104,8 @@ def time_launch(runtime: Runtime, launch, protocol: Protocol) -> list[float]:
             times.append(runtime.elapsed(launch))
         if len(times) >= protocol.max_reps:
             return times
-        if len(times) >= protocol.min_reps and before is not None:
-            if abs(statistics.median(times) - before) <= protocol.stable * before:
-                return times
+        if before is not None and abs(statistics.median(times) - before) <= protocol.stable * before:
+            return times
 
 
 def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, operands: Operands,
@@ -119,7 +114,9 @@ def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, op
     try:
         kernel = load(space, config)
         kernel.compile()
-    except Exception as error:  # any failure to build is this variant's, not the search's
+    except OSError:
+        raise  # the kernel directory or the disk, not the variant
+    except Exception as error:  # any other failure to build is this variant's, not the search's
         return Measurement("compile", _first_line(error), clock=runtime.clock)
     try:
         error, wrong = verify(runtime, kernel, operands, TOLERANCE[space.precision.accumulate])

@@ -22,10 +22,6 @@ class Problem:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
 
     @property
-    def shape(self) -> tuple[int, int, int]:
-        return (self.m, self.n, self.k)
-
-    @property
     def flops(self) -> int:
         """Floating-point operations of one product: a multiply and an add per term."""
         return 2 * self.m * self.n * self.k

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .config import Config
-from .kernel import import_source, simulating, write_source
+from .kernel import import_source, write_source
+from .runtime import simulating
 from .source import launch_bounds_of, render
 from .space import Space
 

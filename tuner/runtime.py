@@ -36,22 +36,41 @@ def simulator_enabled() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
+def simulating() -> bool:
+    """Whether numba.cuda, as imported in this process, is Numba's CUDA simulator."""
+    try:
+        from numba.cuda.core import config  # numba-cuda
+    except ImportError:
+        from numba import config  # the numba.cuda built into numba<0.64 (numba-hip's environment)
+    return bool(config.ENABLE_CUDASIM)
+
+
 def _driver_device_count(backend: Backend) -> int:
     """Devices the vendor driver reports, asked through ctypes so that no Numba module loads."""
     if backend.name == "cuda":
-        names, init, count = ("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"), "cuInit", "cuDeviceGetCount"
+        candidates, init, count = ["libcuda.so.1"], "cuInit", "cuDeviceGetCount"
     else:
-        names, init, count = "libamdhip64.so", "hipInit", "hipGetDeviceCount"
-    try:
-        library = ctypes.CDLL(names)
-    except OSError:
-        raise NoGPU(f"no {backend.name} driver found ({names} is not loadable)") from None
+        rocm = os.environ.get("ROCM_PATH", "/opt/rocm")
+        candidates = ["libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", f"{rocm}/lib/libamdhip64.so"]
+        init, count = "hipInit", "hipGetDeviceCount"
+    library = _load_first(candidates)
+    if library is None:
+        raise NoGPU(f"no {backend.name} driver found ({' or '.join(candidates)} is not loadable)")
     devices = ctypes.c_int(0)
     if getattr(library, init)(0) != 0 or getattr(library, count)(ctypes.byref(devices)) != 0:
         raise NoGPU(f"the {backend.name} driver found no usable device")
     if devices.value == 0:
         raise NoGPU(f"the {backend.name} driver reports no device")
     return devices.value
+
+
+def _load_first(candidates: list[str]):
+    for name in candidates:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
 
 
 @dataclass
@@ -75,9 +94,9 @@ class Runtime:
     def elapsed(self, launch) -> float:
         """Seconds one call of `launch` takes: device events on a GPU, CPU time on the simulator."""
         if self.simulated:
-            start = time.perf_counter()
+            start = time.process_time()  # all the simulator's threads
             launch()
-            return time.perf_counter() - start
+            return time.process_time() - start
         start, end = self.module.event(timing=True), self.module.event(timing=True)
         start.record()
         launch()
@@ -117,6 +136,9 @@ def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         from numba import cuda
 
+        if not simulating():
+            raise RuntimeUnavailable("Numba read its configuration before --simulate took effect; "
+                                     "set NUMBA_ENABLE_CUDASIM=1 before starting Python")
         return Runtime(backend, cuda, describe_simulator(backend.name))
     _driver_device_count(backend)
     os.environ.setdefault("NUMBA_HIP_DEFAULT_ARCH_WITH_FEATURES", "1")
@@ -126,5 +148,6 @@ def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
         raise RuntimeUnavailable(f"numba.{backend.module} does not load ({type(error).__name__}: {error}); "
                                  f"{INSTALL[backend.name]}") from None
     if not module.is_available():
-        raise NoGPU(f"numba.{backend.module} sees no usable device")
+        raise RuntimeUnavailable(f"the {backend.name} driver reports a device but numba.{backend.module} cannot use "
+                                 "it; check the driver and toolkit versions, or pass --simulate")
     return Runtime(backend, module, _DESCRIBE[backend.name](module))

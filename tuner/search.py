@@ -12,8 +12,8 @@ import json
 import os
 import socket
 import time
-from dataclasses import dataclass, field
-from datetime import timezone
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import optuna
@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 
 from . import cache
 from .config import Config
-from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Operands, measure
+from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measurement, Operands, measure
 from .problem import Problem
 from .runtime import Runtime
 from .space import SEED, Space
@@ -35,6 +35,11 @@ _STARTED = tuple(state for state in TrialState if state != TrialState.WAITING)
 # Stop when this many suggestions in a row were invalid or already measured: the sampler has
 # converged, or the valid space is exhausted.
 MAX_UNMEASURED_IN_A_ROW = 500
+# A CUDA fault leaves the context unusable, so every later launch in the process fails too.
+MAX_LAUNCH_FAILURES_IN_A_ROW = 3
+# A trial is given its worker right after it is asked for; one still without after this long
+# belongs to a process killed in between.
+ORPHAN_GRACE_SECONDS = 5
 
 
 @dataclass
@@ -45,11 +50,12 @@ class Outcome:
     failed: int = 0
     invalid: int = 0
     duplicates: int = 0
+    unmeasured_in_a_row: int = 0
+    launch_failures_in_a_row: int = 0
     interrupted: bool = False
     stopped: str = ""  # why the run ended before its budget, if it did
     record: dict | None = None
     record_path: Path | None = None
-    warm_start: list = field(default_factory=list)
 
 
 def study_name(runtime: Runtime, problem: Problem) -> str:
@@ -74,6 +80,15 @@ def storage_for(url: str | None, root: Path, runtime: Runtime):
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
 
 
+def _redacted(url: str) -> str:
+    """A storage URL fit for a shareable record: any password hidden."""
+    if "://" not in url:
+        return url
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
 def _config_key(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
 
@@ -82,15 +97,17 @@ def _worker() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _fail_orphans(study: optuna.Study) -> int:
-    """Mark FAIL the running trials whose worker process on this host has died (a SIGKILL)."""
-    host, orphans = socket.gethostname(), 0
+def _fail_orphans(study: optuna.Study) -> None:
+    """Mark FAIL the running trials whose worker on this host has died (a SIGKILL), and those
+    whose worker died before it could sign them."""
+    host = socket.gethostname()
+    now = datetime.now()
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         worker_host, _, pid = trial.user_attrs.get("worker", "").partition(":")
-        if worker_host == host and pid.isdigit() and not _alive(int(pid)):
+        dead = worker_host == host and pid.isdigit() and not _alive(int(pid))
+        unsigned = not worker_host and (now - trial.datetime_start).total_seconds() > ORPHAN_GRACE_SECONDS
+        if dead or unsigned:
             study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
-            orphans += 1
-    return orphans
 
 
 def _alive(pid: int) -> bool:
@@ -177,7 +194,7 @@ class Search:
                  sampler: str = "tpe", storage: str | None = None, name: str | None = None):
         self.runtime, self.problem, self.root, self.seed = runtime, problem, root, seed
         self.space = Space.of(runtime.backend, problem.dtype)
-        self.storage_label = storage or "journal file under the cache directory"
+        self.storage_label = _redacted(storage) if storage else "journal file under the cache directory"
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.study = optuna.create_study(
             storage=storage_for(storage, root, runtime), study_name=name or study_name(runtime, problem),
@@ -185,7 +202,15 @@ class Search:
         # A resumed run draws new random numbers: seeding with the trial count avoids replaying
         # the first run's suggestions, which would all be duplicates.
         self.study.sampler = SAMPLERS[sampler](seed + len(self.study.trials))
-        self.orphans = _fail_orphans(self.study)
+        identity = {"fingerprint": runtime.device.fingerprint, "problem": problem.key}
+        held = self.study.user_attrs.get("identity", identity)
+        if held != identity:
+            raise ValueError(f"study {self.study.study_name!r} holds {held['problem']} on device "
+                             f"{held['fingerprint']}, not {problem.key} on {identity['fingerprint']}; "
+                             "choose another --study name")
+        self.study.set_user_attr("identity", identity)
+        _fail_orphans(self.study)
+        self._running = None  # the trial asked for and not yet told
         self.protocol = SIMULATOR_PROTOCOL if runtime.simulated else GPU_PROTOCOL
         self.path = cache.record_path(root, runtime.device.slug, problem.key)
         self.history = {_config_key(trial.params): trial
@@ -214,54 +239,65 @@ class Search:
 
     def run(self, trials: int | None, timeout: float | None, progress=None) -> Outcome:
         """Measure up to `trials` new variants within `timeout` seconds; Ctrl-C stops cleanly."""
-        outcome = Outcome(warm_start=self.warm_start())
+        self.warm_start()
+        outcome = Outcome()
         operands = Operands.fresh(self.runtime, self.space, self.problem, self.seed)
         deadline = None if timeout is None else time.monotonic() + timeout
-        unmeasured_in_a_row, trial = 0, None
         try:
             while trials is None or outcome.measured < trials:
-                if deadline is not None and time.monotonic() >= deadline:
-                    outcome.stopped = "timeout"
+                outcome.stopped = self._reason_to_stop(outcome, deadline)
+                if outcome.stopped:
                     break
-                if unmeasured_in_a_row >= MAX_UNMEASURED_IN_A_ROW:
-                    outcome.stopped = (f"{MAX_UNMEASURED_IN_A_ROW} suggestions in a row were invalid "
-                                       "or already measured: the sampler has converged")
-                    break
-                trial = self.study.ask()
-                trial.set_user_attr("worker", _worker())
-                params = {name: trial.suggest_categorical(name, list(domain))
-                          for name, domain in self.space.domains().items()}
-                key = _config_key(params)
-                config = Config(**params)
-                reasons = self.space.violations(config)
-                if reasons:
-                    self._tell(trial, "invalid", 0.0, len(reasons), reasons=reasons)
-                    outcome.invalid += 1
-                    unmeasured_in_a_row += 1
-                elif key in self.history:
-                    earlier = self.history[key]
-                    self._tell(trial, "duplicate", earlier.value, 0.0 if _passed(earlier) else 1.0,
-                               duplicate_of=earlier.number)
-                    outcome.duplicates += 1
-                    unmeasured_in_a_row += 1
-                else:
-                    measurement = measure(self.runtime, self.space, self.problem, config, operands, self.protocol)
-                    self._tell(trial, "measured", measurement.gflops if measurement.ok else 0.0,
-                               0.0 if measurement.ok else 1.0, measurement=measurement.as_dict())
-                    outcome.measured += 1
-                    outcome.failed += not measurement.ok
-                    unmeasured_in_a_row = 0
+                measurement = self._step(operands, outcome)
+                if measurement is not None:
                     self._update_cache(outcome)
                     if progress:
-                        progress(outcome, config, measurement, self.best_gflops())
-                trial = None
+                        progress(outcome, measurement, self.best_gflops())
         except KeyboardInterrupt:
             outcome.interrupted = True
-            if trial is not None:
-                trial.set_user_attr("kind", "interrupted")
-                self.study.tell(trial, state=TrialState.FAIL)
+            if self._running is not None:
+                self.study.tell(self._running, state=TrialState.FAIL, skip_if_finished=True)
         self._update_cache(outcome)
         return outcome
+
+    @staticmethod
+    def _reason_to_stop(outcome: Outcome, deadline: float | None) -> str:
+        if deadline is not None and time.monotonic() >= deadline:
+            return "timeout"
+        if outcome.unmeasured_in_a_row >= MAX_UNMEASURED_IN_A_ROW:
+            return (f"{MAX_UNMEASURED_IN_A_ROW} suggestions in a row were invalid or already measured: "
+                    "the sampler has converged")
+        if outcome.launch_failures_in_a_row >= MAX_LAUNCH_FAILURES_IN_A_ROW:
+            return (f"{MAX_LAUNCH_FAILURES_IN_A_ROW} launches in a row failed: the device may be in an error "
+                    "state; rerun the command to resume in a fresh process")
+        return ""
+
+    def _step(self, operands: Operands, outcome: Outcome) -> Measurement | None:
+        """Ask for one suggestion and answer it; the Measurement if it was measured."""
+        trial = self._running = self.study.ask()
+        trial.set_user_attr("worker", _worker())
+        params = {name: trial.suggest_categorical(name, list(domain)) for name, domain in self.space.domains().items()}
+        config, key = Config(**params), _config_key(params)
+        reasons = self.space.violations(config)
+        if reasons:
+            self._tell(trial, "invalid", 0.0, len(reasons), reasons=reasons)
+            outcome.invalid += 1
+            outcome.unmeasured_in_a_row += 1
+            return None
+        if key in self.history:
+            earlier = self.history[key]
+            self._tell(trial, "duplicate", earlier.value, 0.0 if _passed(earlier) else 1.0, duplicate_of=earlier.number)
+            outcome.duplicates += 1
+            outcome.unmeasured_in_a_row += 1
+            return None
+        measurement = measure(self.runtime, self.space, self.problem, config, operands, self.protocol)
+        self._tell(trial, "measured", measurement.gflops if measurement.ok else 0.0, 0.0 if measurement.ok else 1.0,
+                   measurement=measurement.as_dict())
+        outcome.measured += 1
+        outcome.failed += not measurement.ok
+        outcome.unmeasured_in_a_row = 0
+        outcome.launch_failures_in_a_row = outcome.launch_failures_in_a_row + 1 if measurement.status == "launch" else 0
+        return measurement
 
     def _tell(self, trial, kind: str, value: float, violation: float, **attrs) -> None:
         trial.set_user_attr("kind", kind)
@@ -269,6 +305,7 @@ class Search:
             trial.set_user_attr(name, attr)
         trial.set_constraint("feasible", violation)
         frozen = self.study.tell(trial, value)
+        self._running = None
         if kind == "measured":
             self.history[_config_key(frozen.params)] = frozen
 
