@@ -8,9 +8,12 @@ Every suggestion becomes a finished trial, so the sampler learns from all of the
 Only an interrupted trial is FAIL. The study lives in persistent storage, so the same command
 resumes it, and the cache record is rewritten after every measurement.
 """
+import contextlib
 import json
 import os
+import signal
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -78,6 +81,23 @@ def storage_for(url: str | None, root: Path, runtime: Runtime):
     path = Path(url) if url else root / "studies" / f"{runtime.device.slug}.journal"
     path.parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
+
+
+@contextlib.contextmanager
+def _shielded():
+    """Hold Ctrl-C until the block ends, so that a write to the study or the cache is never cut
+    in half (a half-written journal line or a lock left held)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pending:
+        raise KeyboardInterrupt
 
 
 def _redacted(url: str) -> str:
@@ -256,7 +276,8 @@ class Search:
         except KeyboardInterrupt:
             outcome.interrupted = True
             if self._running is not None:
-                self.study.tell(self._running, state=TrialState.FAIL, skip_if_finished=True)
+                with _shielded():
+                    self.study.tell(self._running, state=TrialState.FAIL, skip_if_finished=True)
         self._update_cache(outcome)
         return outcome
 
@@ -274,8 +295,9 @@ class Search:
 
     def _step(self, operands: Operands, outcome: Outcome) -> Measurement | None:
         """Ask for one suggestion and answer it; the Measurement if it was measured."""
-        trial = self._running = self.study.ask()
-        trial.set_user_attr("worker", _worker())
+        with _shielded():
+            trial = self._running = self.study.ask()
+            trial.set_user_attr("worker", _worker())
         params = {name: trial.suggest_categorical(name, list(domain)) for name, domain in self.space.domains().items()}
         config, key = Config(**params), _config_key(params)
         reasons = self.space.violations(config)
@@ -300,18 +322,20 @@ class Search:
         return measurement
 
     def _tell(self, trial, kind: str, value: float, violation: float, **attrs) -> None:
-        trial.set_user_attr("kind", kind)
-        for name, attr in attrs.items():
-            trial.set_user_attr(name, attr)
-        trial.set_constraint("feasible", violation)
-        frozen = self.study.tell(trial, value)
-        self._running = None
+        with _shielded():
+            trial.set_user_attr("kind", kind)
+            for name, attr in attrs.items():
+                trial.set_user_attr(name, attr)
+            trial.set_constraint("feasible", violation)
+            frozen = self.study.tell(trial, value)
+            self._running = None
         if kind == "measured":
             self.history[_config_key(frozen.params)] = frozen
 
     def _update_cache(self, outcome: Outcome) -> None:
         record = build_record(self.study, self.runtime, self.problem, self.storage_label)
         if record is not None:
-            cache.write_record(self.path, record)
+            with _shielded():
+                cache.write_record(self.path, record)
             outcome.record, outcome.record_path = cache.read_record(self.path), self.path
 
