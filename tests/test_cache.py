@@ -1,19 +1,18 @@
 """Device fingerprints and cache records: distinct keys, atomic locked writes, clear read errors."""
 import dataclasses
+import itertools
 import json
 import multiprocessing
 
 import pytest
+from records import H100, make_record
 
 from tuner import cache
-from tuner.devices import Device, describe_simulator, templates_hash
+from tuner.record import RUNNERS_UP
+from tuner.backends import CUDA
+from tuner.devices import describe_simulator, templates_hash
 from tuner.problem import Problem
-
-H100 = Device(backend="cuda", name="NVIDIA H100 80GB HBM3", arch="sm_90", multiprocessors=132,
-              memory_bytes=85_000_000_000, clock_khz=1_980_000, l2_bytes=52_428_800,
-              driver="580.65 (CUDA 13.0)", runtime="NVRTC 13.0",
-              software={"numba": "0.68.1", "numba-cuda": "0.30.4", "templates": "0123"})
-
+from tuner.space import Space
 
 @pytest.mark.parametrize("change", [
     {"name": "NVIDIA H200"}, {"arch": "sm_100"}, {"multiprocessors": 114}, {"memory_bytes": 1},
@@ -36,35 +35,29 @@ def test_simulator_fingerprints_carry_the_templates_and_backend():
     assert cuda.fingerprint != roc.fingerprint and not cuda.peak_gflops
 
 
-def _record(gflops: float, block_m: int) -> dict:
-    def entry(value, size):
-        return {"trial": 0, "config": {"block_m": size}, "measurement": {"gflops": value}}
-
-    return {"format": cache.FORMAT, "fingerprint": H100.fingerprint, "device": H100.as_dict(),
-            "problem": {"m": 8, "n": 8, "k": 8, "dtype": "float32"}, "clock": "GPU time (device events)",
-            "best": entry(gflops, block_m), "runners_up": [entry(gflops / 2, block_m * 2)],
-            "budget": {"measured": 2}, "searched": {}}
+CONFIGS = list(itertools.islice(Space.of(CUDA, "float32"), 8))
 
 
-def _write(path, gflops, block_m):
-    cache.write_record(path, _record(gflops, block_m))
+def _write(path, gflops, index):
+    cache.write_record(path, make_record(H100, Problem(8, 8, 8), [(CONFIGS[index], gflops),
+                                                                  (CONFIGS[(index + 1) % 8], gflops / 2)]))
 
 
 def test_concurrent_writers_merge_into_one_readable_record(tmp_path):
     path = cache.record_path(tmp_path, H100.slug, Problem(8, 8, 8).key)
     with multiprocessing.get_context("spawn").Pool(4) as pool:
-        pool.starmap(_write, [(path, 100.0 + i, 2 ** i) for i in range(8)])
+        pool.starmap(_write, [(path, 100.0 + i, i) for i in range(8)])
     record = cache.read_record(path)
     assert record["best"]["measurement"]["gflops"] == 107.0
     gflops = [e["measurement"]["gflops"] for e in [record["best"], *record["runners_up"]]]
-    assert gflops == sorted(gflops, reverse=True) and len(gflops) == cache.RUNNERS_UP + 1
+    assert gflops == sorted(gflops, reverse=True) and len(gflops) == RUNNERS_UP + 1
     assert not list(path.parent.glob("*.tmp"))
 
 
 @pytest.mark.parametrize("text, message", [
     ("{ half a rec", "unreadable"),
     (json.dumps({"format": 99}), "not a format-1 tuner record"),
-    (json.dumps({"format": cache.FORMAT, "best": {}}), "missing fingerprint"),
+    (json.dumps({"format": 1, "best": {}}), "record has an unknown field 'best'|record lacks 'fingerprint'"),
 ])
 def test_a_bad_record_is_reported_with_its_path(tmp_path, text, message):
     path = tmp_path / "bad.json"

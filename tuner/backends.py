@@ -15,6 +15,7 @@ class Limits:
     shared_memory_per_block: int  # bytes of static shared memory (LDS) one block may declare
     registers_per_thread: int  # 32-bit registers one thread may use
     registers_per_block: int  # 32-bit registers all threads of one block may use together
+    grid_rows: int  # blocks along the grid's y axis, which runs over C's row tiles
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ CUDA = Backend(
         shared_memory_per_block=48 * 1024,
         registers_per_thread=255,
         registers_per_block=64 * 1024,
+        grid_rows=65535,
     ),
     dtypes=("float32", "float64", "float16"),
     max_registers=True,
@@ -56,6 +58,7 @@ ROC = Backend(
         shared_memory_per_block=64 * 1024,
         registers_per_thread=256,
         registers_per_block=4 * 512 * 64,
+        grid_rows=65535,  # CUDA's bound; HIP's own was not checked on AMD hardware
     ),
     dtypes=("float32", "float64"),
     max_registers=False,

@@ -16,12 +16,7 @@ from pathlib import Path
 
 import platformdirs
 
-FORMAT = 1
-RUNNERS_UP = 4
-REQUIRED = ("format", "fingerprint", "device", "problem", "clock", "best", "runners_up", "budget", "searched")
-REQUIRED_IN = {"device": ("backend", "name", "arch"), "problem": ("m", "n", "k", "dtype"),
-               "best": ("config", "measurement")}
-
+from . import record
 
 class CacheError(ValueError):
     """A record that cannot be read or is not a record; the message names the file."""
@@ -58,25 +53,21 @@ def _locked(path: Path):
 
 
 def read_record(path: Path) -> dict:
-    """The record in `path`, or CacheError saying what is wrong with it."""
+    """The record in `path`, checked against the schema; CacheError saying what is wrong."""
     try:
-        record = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CacheError(f"{path}: unreadable ({error})") from None
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
-        raise CacheError(f"{path}: not a format-{FORMAT} tuner record")
-    missing = [key for key in REQUIRED if key not in record]
-    missing += [f"{part}.{key}" for part, keys in REQUIRED_IN.items() if isinstance(record.get(part), dict)
-                for key in keys if key not in record[part]]
-    missing += [part for part in REQUIRED_IN if part in record and not isinstance(record[part], dict)]
-    entries = [record.get("best"), *record.get("runners_up", [])]
-    if not missing and not all(isinstance(e, dict) and isinstance(e.get("measurement"), dict)
-                               and isinstance(e["measurement"].get("gflops"), (int, float))
-                               and isinstance(e.get("config"), dict) for e in entries):
-        missing.append("a config and gflops in every ranked entry")
-    if missing:
-        raise CacheError(f"{path}: missing {', '.join(missing)}")
-    return record
+        with open(path, "rb") as file:
+            raw = file.read(record.MAX_BYTES + 1)
+        if len(raw) > record.MAX_BYTES:
+            raise OSError(f"over {record.MAX_BYTES} bytes, too large to be a record")
+        data = json.loads(raw)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise CacheError(f"{path}: unreadable ({type(error).__name__}: {str(error)[:200]})") from None
+    if not isinstance(data, dict) or data.get("format") != record.FORMAT:
+        raise CacheError(f"{path}: not a format-{record.FORMAT} tuner record")
+    problem = record.problems(data)
+    if problem:
+        raise CacheError(f"{path}: {problem}")
+    return data
 
 
 def _merge(old: dict, new: dict) -> dict:
@@ -88,18 +79,18 @@ def _merge(old: dict, new: dict) -> dict:
             seen.add(key)
             entries.append(entry)
     entries.sort(key=lambda entry: -entry["measurement"]["gflops"])
-    return {**new, "best": entries[0], "runners_up": entries[1:RUNNERS_UP + 1]}
+    return {**new, "best": entries[0], "runners_up": entries[1:record.RUNNERS_UP + 1]}
 
 
-def write_record(path: Path, record: dict) -> None:
-    """Store `record` at `path`, merged with what another writer may have stored there."""
+def write_record(path: Path, new: dict) -> None:
+    """Store the record `new` at `path`, merged with what another writer may have stored there."""
     with _locked(path):
         if path.exists():
             try:
-                record = _merge(read_record(path), record)
+                new = _merge(read_record(path), new)
             except CacheError:
                 pass  # an unreadable old record is replaced, not merged
-        text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+        text = json.dumps(new, indent=2, sort_keys=True) + "\n"
         with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as tmp:
             tmp.write(text)
             tmp.flush()
@@ -115,3 +106,16 @@ def record_paths(root: Path) -> Iterator[Path]:
 def record_id(root: Path, path: Path) -> str:
     """A record's name in `tuner list` and `tuner show`: <device dir>/<dtype>-<shape>."""
     return str(path.relative_to(root / "records").with_suffix(""))
+
+
+def readable_records(roots: list[Path], skipped) -> list[tuple[Path, Path, dict]]:
+    """(root, path, record) for every record under `roots` that passes the schema, in order;
+    `skipped(error)` is called with the CacheError of every other one."""
+    found = []
+    for root in roots:
+        for path in record_paths(root):
+            try:
+                found.append((root, path, read_record(path)))
+            except CacheError as error:
+                skipped(error)
+    return found

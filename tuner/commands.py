@@ -5,42 +5,32 @@ import sys
 
 from . import cache
 from .backends import BACKENDS, get_backend
-from .dtypes import PRECISIONS
 from .problem import Problem
-from .runtime import NoGPU, Runtime, RuntimeUnavailable, open_runtime, simulator_enabled
+from .runtime import NoGPU, Runtime, RuntimeUnavailable, detect_runtime, open_runtime, simulator_enabled
 from .search import SAMPLERS
 
-# The simulator runs one Python thread per GPU thread: beyond this many multiply-adds a single
-# launch takes minutes (a 64x64x64 product already takes up to 7 s).
-SIMULATOR_MAX_MULTIPLY_ADDS = 128 ** 3
 DEFAULT_SHAPE = {"gpu": (4096, 4096, 4096), "simulator": (32, 32, 32)}
 DEFAULT_TRIALS = {"gpu": 60, "simulator": 6}
 
 
-def _open(backend_name: str, simulate: bool) -> Runtime:
-    """The GPU runtime, or the simulator (said plainly) when asked for or when there is no GPU."""
-    backend = get_backend(backend_name)
+def _open(backend: str | None, simulate: bool) -> Runtime:
+    """The GPU runtime of `backend` (or of the GPU found), or the simulator, said plainly, when
+    asked for or when there is no GPU."""
+    if simulate:
+        return open_runtime(get_backend(backend or "cuda"), simulate=True)
     try:
-        return open_runtime(backend, simulate)
+        return detect_runtime(backend)
     except NoGPU as reason:
-        print(f"tuner: no {backend.name} GPU here ({reason}): running on Numba's CUDA simulator instead; "
+        print(f"tuner: no GPU here ({reason}): running on Numba's CUDA simulator instead; "
               "its times are simulated CPU time, not GPU performance", file=sys.stderr)
-        return open_runtime(backend, simulate=True)
+        return open_runtime(get_backend(backend or "cuda"), simulate=True)
 
 
 def _problem(args, runtime: Runtime) -> Problem:
-    where = "simulator" if runtime.simulated else "gpu"
-    problem = Problem(*(args.shape or DEFAULT_SHAPE[where]), dtype=args.dtype)
-    if runtime.simulated and problem.m * problem.n * problem.k > SIMULATOR_MAX_MULTIPLY_ADDS:
-        raise ValueError(f"--shape {problem.m} {problem.n} {problem.k} is too large for the simulator, which runs "
-                         "one Python thread per GPU thread; keep m*n*k at most 128**3 or run on a GPU")
-    precision = PRECISIONS[problem.dtype]
-    needed = ((problem.m + problem.n) * problem.k * precision.input_bytes
-              + 2 * problem.m * problem.n * precision.output_bytes)
-    if not runtime.simulated and needed > runtime.device.memory_bytes // 2:
-        memory = runtime.device.memory_bytes / 2**30
-        raise ValueError(f"--shape {problem.m} {problem.n} {problem.k} needs {needed / 2**30:.1f} GiB of operands, "
-                         f"over half of the device's {memory:.0f} GiB; pass a smaller --shape")
+    problem = Problem(*(args.shape or DEFAULT_SHAPE["simulator" if runtime.simulated else "gpu"]), dtype=args.dtype)
+    refusal = runtime.refuses(problem)
+    if refusal:
+        raise ValueError(f"--shape {refusal}; pass a smaller --shape")
     return problem
 
 
@@ -95,14 +85,9 @@ def _print_record_summary(record: dict) -> None:
 def _records(args) -> list[tuple[str, str, dict]]:
     """(id, source, record) for the user's cache and the shipped one; unreadable ones are
     reported on stderr and skipped."""
-    found = []
-    for source, root in (("user", cache.cache_dir(args.cache_dir)), ("shipped", cache.shipped_dir())):
-        for path in cache.record_paths(root):
-            try:
-                found.append((cache.record_id(root, path), source, cache.read_record(path)))
-            except cache.CacheError as error:
-                print(f"tuner: skipping {error}", file=sys.stderr)
-    return found
+    user, shipped = cache.cache_dir(args.cache_dir), cache.shipped_dir()
+    found = cache.readable_records([user, shipped], lambda error: print(f"tuner: skipping {error}", file=sys.stderr))
+    return [(cache.record_id(root, path), "user" if root == user else "shipped", data) for root, path, data in found]
 
 
 def _summary(record_id: str, source: str, record: dict) -> dict:
@@ -150,6 +135,28 @@ def _show(args) -> int:
               + " ".join(f"{name}={json.dumps(value)}" for name, value in entry["config"].items()))
     print(f"budget: {record['budget']}; searched {record['searched']['started']} to {record['searched']['finished']}")
     return 0
+
+
+def _regenerate(args) -> int:
+    from .regenerate import regenerate
+
+    runtime = _open(args.backend, args.simulate)
+    trials = args.trials or DEFAULT_TRIALS["simulator" if runtime.simulated else "gpu"]
+    print(f"regenerating the cache for {runtime.device.name} [{runtime.device.fingerprint}]; times are "
+          f"{runtime.clock}", file=sys.stderr)
+    root = cache.cache_dir(args.cache_dir)
+    changes = regenerate(runtime, root, trials=trials, seed=args.seed, report=lambda line: print(line, file=sys.stderr))
+    if not changes:
+        print(f"no {runtime.backend.name} records in the cache: nothing to regenerate (run tuner search first)")
+    for change in changes:
+        print(f"{change.problem.key}: {change.action}")
+        for detail in change.details:
+            print(f"  {detail}")
+    if changes:
+        actions = [change.action for change in changes]
+        print(", ".join(f"{actions.count(action)} {action}" for action in dict.fromkeys(actions)) +
+              f"; this device's records are in {root / 'records' / runtime.device.slug}")
+    return 1 if "failed" in [change.action for change in changes] else 0
 
 
 def _devices(args) -> int:
@@ -202,6 +209,17 @@ def add_parsers(subparsers) -> None:
     _add_cache_dir(show)
     show.add_argument("--json", action="store_true")
     show.set_defaults(run=_show)
+
+    regenerate = subparsers.add_parser(
+        "regenerate", help="re-verify and re-time the cached records for this GPU and software, or re-tune them")
+    regenerate.add_argument("--backend", choices=tuple(BACKENDS),
+                            help="cuda or roc (default: $TUNER_BACKEND, else the GPU found)")
+    regenerate.add_argument("--simulate", action="store_true", help="run on Numba's CUDA simulator")
+    regenerate.add_argument("--trials", type=_positive,
+                            help="variants to measure when re-tuning a product (default 60 on a GPU, 6 simulated)")
+    regenerate.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the test inputs")
+    _add_cache_dir(regenerate)
+    regenerate.set_defaults(run=_regenerate)
 
     devices = subparsers.add_parser("devices", help="print the detected devices and their fingerprints")
     devices.add_argument("--backend", choices=tuple(BACKENDS))

@@ -68,13 +68,25 @@ class Device:
             name = name.replace("--", "-")
         return f"{self.backend}-{name}-{self.fingerprint}"
 
+    @property
+    def model(self) -> dict:
+        """What identifies the hardware, apart from the software that drives it."""
+        return {name: getattr(self, name) for name in _HARDWARE}
+
     def as_dict(self) -> dict:
         return {**asdict(self), "fingerprint": self.fingerprint}
+
+    @classmethod
+    def from_dict(cls, description: dict) -> "Device":
+        """The device an as_dict() description (as a cache record holds it) describes."""
+        return cls(**{name: value for name, value in description.items() if name != "fingerprint"})
 
     def peak(self, accumulate: str) -> float | None:
         """Nominal peak GFLOP/s of multiply-adds in `accumulate` precision, if known."""
         return self.peak_gflops.get(accumulate)
 
+
+_HARDWARE = ("backend", "name", "arch", "multiprocessors", "memory_bytes", "clock_khz", "l2_bytes")
 
 # Vector FMA lanes per streaming multiprocessor, FP32 and FP64, by compute capability.
 _CUDA_LANES = {

@@ -89,7 +89,11 @@ class Kernel:
 
     def grid(self, m: int, n: int) -> tuple[int, int]:
         """Blocks per grid for an m x n result: (column tiles, row tiles)."""
-        return (-(-n // self.config.block_n), -(-m // self.config.block_m))
+        rows, most = -(-m // self.config.block_m), self.space.backend.limits.grid_rows
+        if rows > most:
+            raise ValueError(f"{m} rows make {rows} row tiles of {self.config.block_m}, over the {most} a grid "
+                             "may have; split the product by rows")
+        return (-(-n // self.config.block_n), rows)
 
     @property
     def block(self) -> int:

@@ -27,5 +27,11 @@ class Problem:
         return 2 * self.m * self.n * self.k
 
     @property
+    def operand_bytes(self) -> int:
+        """Device memory for A, B and C, with a second C for verifying into."""
+        precision = PRECISIONS[self.dtype]
+        return (self.m + self.n) * self.k * precision.input_bytes + 2 * self.m * self.n * precision.output_bytes
+
+    @property
     def key(self) -> str:
         return f"{self.dtype}-{self.m}x{self.n}x{self.k}"

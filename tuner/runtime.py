@@ -12,8 +12,9 @@ import time
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from .backends import Backend
+from .backends import BACKENDS, Backend, get_backend
 from .devices import Device, describe_cuda, describe_hip, describe_simulator
+from .problem import Problem
 
 _DESCRIBE = {"cuda": describe_cuda, "roc": describe_hip}
 INSTALL = {
@@ -21,6 +22,10 @@ INSTALL = {
     "roc": "install numba-hip in its own environment: python3 -m venv .venv-roc && "
            ".venv-roc/bin/pip install -e '.[roc]' (it cannot share one with numba-cuda)",
 }
+
+# The simulator runs one Python thread per GPU thread: beyond this many multiply-adds a single
+# launch takes minutes (a 64x64x64 product already takes up to 7 s).
+SIMULATOR_MAX_MULTIPLY_ADDS = 128 ** 3
 
 
 class RuntimeUnavailable(RuntimeError):
@@ -114,6 +119,17 @@ class Runtime:
         source, target = self._flush_buffers
         target.copy_to_device(source)
 
+    def refuses(self, problem: Problem) -> str:
+        """Why `problem` is too large to tune here, or "" if it is not."""
+        shape = f"{problem.m}x{problem.n}x{problem.k}"
+        if self.simulated and problem.m * problem.n * problem.k > SIMULATOR_MAX_MULTIPLY_ADDS:
+            return (f"{shape} is too large for the simulator, which runs one Python thread per GPU thread "
+                    "(m*n*k at most 128**3; a GPU takes more)")
+        if not self.simulated and problem.operand_bytes > self.device.memory_bytes // 2:
+            return (f"{shape} needs {problem.operand_bytes / 2**30:.1f} GiB of operands, over half of the "
+                    f"device's {self.device.memory_bytes / 2**30:.0f} GiB")
+        return ""
+
     def devices(self) -> list[Device]:
         """Every device this runtime can see (one for the simulator)."""
         if self.simulated:
@@ -151,3 +167,20 @@ def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
         raise RuntimeUnavailable(f"the {backend.name} driver reports a device but numba.{backend.module} cannot use "
                                  "it; check the driver and toolkit versions, or pass --simulate")
     return Runtime(backend, module, _DESCRIBE[backend.name](module))
+
+
+def detect_runtime(backend: str | None = None) -> Runtime:
+    """The runtime of `backend`, else of $TUNER_BACKEND, else the simulator when
+    NUMBA_ENABLE_CUDASIM=1, else the first backend with a GPU here (CUDA, then ROC)."""
+    name = backend or os.environ.get("TUNER_BACKEND")
+    if name:
+        return open_runtime(get_backend(name))
+    if simulator_enabled():
+        return open_runtime(BACKENDS["cuda"])
+    reasons = []
+    for candidate in BACKENDS.values():
+        try:
+            return open_runtime(candidate)
+        except NoGPU as reason:
+            reasons.append(str(reason))
+    raise NoGPU("; ".join(reasons))

@@ -16,13 +16,13 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
 
-from . import cache
+from . import cache, record
 from .config import Config
 from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measurement, Operands, measure
 from .problem import Problem
@@ -149,7 +149,7 @@ def _passed(trial) -> bool:
 
 
 def _entry(trial) -> dict:
-    return {"trial": trial.number, "config": trial.params, "measurement": trial.user_attrs["measurement"]}
+    return record.entry(trial.number, trial.params, trial.user_attrs["measurement"])
 
 
 def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storage_label: str) -> dict | None:
@@ -158,51 +158,31 @@ def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storag
     trials = study.get_trials(deepcopy=False, states=_STARTED)
     done = [trial for trial in trials if trial.state == TrialState.COMPLETE]
     measured = [trial for trial in done if _measured(trial)]
-    passed = sorted(filter(_passed, measured),
-                    key=lambda trial: -trial.value)
+    passed = sorted(filter(_passed, measured), key=lambda trial: -trial.value)
     if not passed:
         return None
     kinds = [trial.user_attrs.get("kind") for trial in done]
-    started = min(trial.datetime_start for trial in trials if trial.datetime_start)
-    finished = max(trial.datetime_complete for trial in done)
-    return {
-        "format": cache.FORMAT,
-        "fingerprint": runtime.device.fingerprint,
-        "device": runtime.device.as_dict(),
-        "problem": {"m": problem.m, "n": problem.n, "k": problem.k, "dtype": problem.dtype},
-        "clock": runtime.clock,
-        "best": _entry(passed[0]),
-        "runners_up": [_entry(trial) for trial in passed[1:cache.RUNNERS_UP + 1]],
-        "budget": {
-            "trials": len(trials),
-            "measured": len(measured),
-            "failed": len(measured) - len(passed),
-            "invalid": kinds.count("invalid"),
-            "duplicates": kinds.count("duplicate"),
-            "measuring_seconds": round(sum((trial.duration.total_seconds() for trial in measured)), 3),
-        },
-        "searched": {"started": started.astimezone(timezone.utc).isoformat(timespec="seconds"),
-                     "finished": finished.astimezone(timezone.utc).isoformat(timespec="seconds")},
-        "study": {"name": study.study_name, "storage": storage_label},
+    budget = {
+        "trials": len(trials),
+        "measured": len(measured),
+        "failed": len(measured) - len(passed),
+        "invalid": kinds.count("invalid"),
+        "duplicates": kinds.count("duplicate"),
+        "measuring_seconds": round(sum(trial.duration.total_seconds() for trial in measured), 3),
     }
+    searched = (min(trial.datetime_start for trial in trials if trial.datetime_start),
+                max(trial.datetime_complete for trial in done))
+    return record.make(runtime.device, problem, runtime.clock, [_entry(trial) for trial in passed], budget,
+                       searched, {"name": study.study_name, "storage": storage_label})
 
 
 def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Problem) -> list[Config]:
     """Known-good starting points: the seed kernel, the default configuration, and the best
     configurations cached for other GPUs and shapes of this backend and dtype."""
     configs = [SEED, Config()]
-    for directory in (root, cache.shipped_dir()):
-        for path in cache.record_paths(directory):
-            try:
-                record = cache.read_record(path)
-            except cache.CacheError:
-                continue
-            same_backend = record["device"]["backend"] == runtime.backend.name
-            if same_backend and record["problem"]["dtype"] == problem.dtype:
-                try:
-                    configs.append(Config(**record["best"]["config"]))
-                except TypeError:
-                    continue
+    for _, _, found in cache.readable_records([root, cache.shipped_dir()], skipped=lambda error: None):
+        if found["device"]["backend"] == runtime.backend.name and found["problem"]["dtype"] == problem.dtype:
+            configs.append(record.configs(found)[0])
     unique = {_config_key(config.as_dict()): config for config in configs if not space.violations(config)}
     return list(unique.values())
 
@@ -237,17 +217,26 @@ class Search:
                         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                         if _measured(trial)}
 
-    def warm_start(self) -> list[Config]:
-        """Enqueue the known-good configurations the study has neither run nor queued."""
+    def enqueue(self, configs: list[Config]) -> list[Config]:
+        """Queue the configurations the study has neither measured nor queued; those queued."""
         waiting = {trial.user_attrs.get("queued") for trial in self.study.get_trials(
             deepcopy=False, states=(TrialState.WAITING,))}
         queued = []
-        for config in warm_start_configs(self.space, self.root, self.runtime, self.problem):
+        for config in configs:
             key = _config_key(config.as_dict())
             if key not in self.history and key not in waiting:
                 self.study.enqueue_trial(config.as_dict(), user_attrs={"queued": key})
+                waiting.add(key)
                 queued.append(config)
         return queued
+
+    def warm_start(self) -> list[Config]:
+        """Queue the known-good configurations (see warm_start_configs)."""
+        return self.enqueue(warm_start_configs(self.space, self.root, self.runtime, self.problem))
+
+    def measured(self, config: Config):
+        """The study's finished trial that measured `config`, if any."""
+        return self.history.get(_config_key(config.as_dict()))
 
     def trial_count(self) -> int:
         """Trials the study has started (queued ones are not counted)."""
@@ -257,9 +246,11 @@ class Search:
         values = [trial.value for trial in self.history.values() if _passed(trial)]
         return max(values) if values else None
 
-    def run(self, trials: int | None, timeout: float | None, progress=None) -> Outcome:
-        """Measure up to `trials` new variants within `timeout` seconds; Ctrl-C stops cleanly."""
-        self.warm_start()
+    def run(self, trials: int | None, timeout: float | None, progress=None, warm: bool = True) -> Outcome:
+        """Measure up to `trials` new variants within `timeout` seconds, starting with the queued
+        ones (and, if `warm`, the known-good ones); Ctrl-C stops cleanly."""
+        if warm:
+            self.warm_start()
         outcome = Outcome()
         operands = Operands.fresh(self.runtime, self.space, self.problem, self.seed)
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -1,0 +1,172 @@
+"""The operands of `tuner.matmul`: checked, placed on the device, and handed back in the kind given.
+
+Host operands (NumPy arrays, or anything `numpy.asarray` takes) are copied to the device and the
+result is copied back. Device operands (Numba device arrays, and on CUDA any object exporting
+`__cuda_array_interface__`, such as CuPy arrays and PyTorch tensors) are used in place.
+"""
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dtypes import PRECISIONS
+from .runtime import Runtime
+
+
+def is_device(array) -> bool:
+    """Whether `array` lives on the device: a Numba device array or a CUDA Array Interface exporter."""
+    if isinstance(array, np.ndarray):
+        return False
+    return hasattr(array, "__cuda_array_interface__") or hasattr(array, "copy_to_host")
+
+
+@dataclass
+class Call:
+    """One product's device operands, and how to hand its result back."""
+
+    A: object
+    B: object
+    C: object
+    shape: tuple[int, int, int]  # m, n, k
+    dtype: str
+    out: object  # what the caller passed as out, if anything
+    model: object  # the caller's first device operand, whose kind a new result takes; None for NumPy
+
+    def result(self):
+        """The product, as the caller's `out` or as the kind of array the caller gave."""
+        if self.out is not None and is_device(self.out):
+            return self.out
+        if isinstance(self.out, np.ndarray):
+            if self.out.flags.c_contiguous:
+                self.C.copy_to_host(self.out)
+            else:
+                self.out[...] = self.C.copy_to_host()
+            return self.out
+        if self.model is None:
+            return self.C.copy_to_host()
+        return _like(self.C, self.model)
+
+
+def _like(result, model):
+    """`result`, a Numba device array, as the kind of device array `model` is (no copy)."""
+    package = type(model).__module__.partition(".")[0]
+    if package == "cupy":
+        import cupy
+
+        return cupy.asarray(result)
+    if package == "torch":
+        import torch
+
+        return torch.as_tensor(result, device=model.device)
+    return result
+
+
+def _on_device(runtime: Runtime, array):
+    """A device array the kernel can take: a Numba array as is, an exporter wrapped (no copy)."""
+    if hasattr(array, "__cuda_array_interface__") and not hasattr(array, "copy_to_host"):
+        wrap = getattr(runtime.module, "as_cuda_array", None)
+        if wrap is None:
+            raise TypeError(f"numba.{runtime.backend.module} takes no __cuda_array_interface__ arrays; "
+                            "pass NumPy arrays or Numba device arrays")
+        return wrap(array)
+    return array
+
+
+def _matrix(runtime: Runtime, array, name: str):
+    """`array` as a 2-D NumPy or device array, with its name in any error."""
+    if not is_device(array):
+        if name == "out" and not isinstance(array, np.ndarray):
+            raise TypeError(f"out must be a NumPy array or a device array, not {type(array).__name__}")
+        array = np.asarray(array)
+    else:
+        array = _on_device(runtime, array)
+    if len(array.shape) != 2:
+        raise ValueError(f"tuner.matmul multiplies 2-D matrices, but {name} is {len(array.shape)}-D with shape "
+                         f"{tuple(array.shape)}; reshape it (a vector v as v.reshape(1, -1) or v.reshape(-1, 1))")
+    return array
+
+
+def _span(array) -> tuple[int, int]:
+    """The byte addresses [first, last) a device array touches. The simulator's device arrays
+    live in host memory and export NumPy's array interface instead of CUDA's."""
+    interface = getattr(array, "__cuda_array_interface__", None) or array.__array_interface__
+    start, itemsize = interface["data"][0], np.dtype(interface["typestr"]).itemsize
+    shape = interface["shape"]
+    strides = interface.get("strides") or tuple(itemsize * int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+    low = start + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
+    high = start + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides)) + itemsize
+    return low, high
+
+
+def _overlap(first, second) -> bool:
+    if 0 in first.shape or 0 in second.shape:
+        return False
+    (a, b), (c, d) = _span(first), _span(second)
+    return a < d and c < b
+
+
+def prepare(runtime: Runtime, A, B, out, alpha, beta) -> Call:
+    """Check the operands of C = alpha*A@B + beta*C and place them on the device.
+
+    TypeError or ValueError for operands NumPy would refuse or the kernels do not take, and
+    MemoryError when the device has no room for them; never a launch on bad operands.
+    """
+    for name, scalar in (("alpha", alpha), ("beta", beta)):
+        if not isinstance(scalar, numbers.Real):
+            raise TypeError(f"{name} must be a real number, not {type(scalar).__name__}")
+    model = next((array for array in (out, A, B) if array is not None and is_device(array)), None)
+    A, B = _matrix(runtime, A, "A"), _matrix(runtime, B, "B")
+    (m, k), (k_b, n) = A.shape, B.shape
+    if k != k_b:
+        raise ValueError(f"A is {m}x{k} and B is {k_b}x{n}: A's columns ({k}) must equal B's rows ({k_b})")
+    if np.dtype(B.dtype) != np.dtype(A.dtype):
+        raise TypeError(f"A is {A.dtype} and B is {B.dtype}; tuner.matmul does not mix dtypes: "
+                        "cast one, e.g. B.astype(A.dtype)")
+    dtype = np.dtype(A.dtype).name
+    if dtype not in runtime.backend.dtypes:
+        raise TypeError(f"{dtype} matrices are not supported on {runtime.backend.name}; "
+                        f"use one of {', '.join(runtime.backend.dtypes)}")
+    output = np.dtype(PRECISIONS[dtype].output)
+    C = None if out is None else _check_out(runtime, out, (m, n), output)
+    if out is None and beta != 0:
+        raise ValueError(f"beta={beta} scales C, so pass C as out= (or leave beta at 0)")
+    host = [array for array in (A, B, C) if array is not None and not is_device(array)]
+    needed = sum(array.nbytes for array in host) + (m * n * output.itemsize if C is None else 0)
+    free = min(runtime.module.current_context().get_memory_info().free, runtime.device.memory_bytes)
+    if needed > free:
+        raise MemoryError(f"this product needs {needed / 2**30:.2f} GiB on the device, which has "
+                          f"{free / 2**30:.2f} GiB free; split it into smaller products")
+    device_out = C if C is not None and is_device(C) else None
+    A, B = (_to_device(runtime, array, device_out) for array in (A, B))
+    if device_out is not None:
+        C = device_out
+    elif C is not None and beta != 0:
+        C = runtime.module.to_device(np.ascontiguousarray(C))
+    else:
+        C = runtime.module.device_array((m, n), dtype=output)
+    return Call(A, B, C, (m, n, k), dtype, out, model)
+
+
+def _check_out(runtime: Runtime, out, shape: tuple[int, int], dtype: np.dtype):
+    """`out` as a matrix of the product's shape and dtype that can be written."""
+    matrix = _matrix(runtime, out, "out")
+    if tuple(matrix.shape) != shape:
+        raise ValueError(f"out has shape {tuple(matrix.shape)}, but A @ B is {shape[0]}x{shape[1]}")
+    if np.dtype(matrix.dtype) != dtype:
+        raise TypeError(f"out is {matrix.dtype}, but this product is {dtype}")
+    interface = getattr(out, "__cuda_array_interface__", None)
+    if (isinstance(out, np.ndarray) and not out.flags.writeable) or (interface and interface["data"][1]):
+        raise ValueError("out is read-only")
+    return matrix
+
+
+def _to_device(runtime: Runtime, array, out):
+    """A device copy of a host operand; a device operand as is, or copied if it overlaps `out`
+    (the kernel would read what it is overwriting; NumPy gives the right product, so must we)."""
+    if not is_device(array):
+        return runtime.module.to_device(np.ascontiguousarray(array))
+    if out is not None and _overlap(array, out):
+        copy = runtime.module.device_array(array.shape, dtype=array.dtype)
+        copy.copy_to_device(array)
+        return copy
+    return array

@@ -1,0 +1,132 @@
+"""`tuner regenerate`: bring the cache up to date with this GPU and the software installed.
+
+Every product tuned before on a GPU of this backend, in the user's cache or the shipped one, is
+brought to the current device's fingerprint:
+- a record of this fingerprint is current and is left alone;
+- a record of this GPU model under other software (driver, runtime, Numba, templates) has its
+  configurations re-rendered from the installed templates, re-verified and re-timed;
+- a product tuned only on other GPUs, or whose configurations all fail now, is re-tuned,
+  warm-started from the other GPUs' best configurations.
+Both go through a study of the new fingerprint, so a later `tuner search` continues from them.
+"""
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import cache, record
+from .config import Config
+from .devices import Device
+from .problem import Problem
+from .runtime import Runtime
+from .search import Search
+from .space import Space
+
+
+@dataclass
+class Change:
+    """What regenerate did for one product: current, re-verified, re-tuned, skipped or failed."""
+
+    problem: Problem
+    action: str
+    details: list[str] = field(default_factory=list)
+
+
+def software_changes(old: dict, new: Device) -> list[str]:
+    """The software differences between a recorded device and this one, as 'name old -> new'."""
+    before, after = Device.from_dict(old), new
+    changes = [f"{name} {getattr(before, name)} -> {getattr(after, name)}" for name in ("driver", "runtime")
+               if getattr(before, name) != getattr(after, name)]
+    for name in sorted(set(before.software) | set(after.software)):
+        if before.software.get(name) != after.software.get(name):
+            changes.append(f"{name} {before.software.get(name, 'missing')} -> {after.software.get(name, 'missing')}")
+    return changes
+
+
+def _gflops(value: float, simulated: bool) -> str:
+    return f"{value:.4g} GFLOP/s{' (simulated)' if simulated else ''}"
+
+
+def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, report=print) -> list[Change]:
+    """Regenerate every product known to the cache for `runtime`'s device; `report` is told of
+    each step as it starts. Ctrl-C stops after keeping what was measured."""
+    device = runtime.device
+    known: dict[Problem, list[dict]] = {}
+    for _, _, found in cache.readable_records([root, cache.shipped_dir()], skipped=lambda error: report(
+            f"skipping {error}")):
+        if found["device"]["backend"] == runtime.backend.name:
+            known.setdefault(record.problem_of(found), []).append(found)
+    changes = []
+    for problem in sorted(known, key=lambda problem: problem.key):
+        records = known[problem]
+        if any(found["fingerprint"] == device.fingerprint for found in records):
+            changes.append(Change(problem, "current"))
+            continue
+        refusal = runtime.refuses(problem)
+        if refusal:
+            changes.append(Change(problem, "skipped", [refusal]))
+            continue
+        search = Search(runtime, problem, root=root, seed=seed)
+        same_gpu = [found for found in records if Device.from_dict(found["device"]).model == device.model]
+        details = []
+        if same_gpu:
+            newest = max(same_gpu, key=lambda found: found["searched"]["finished"])
+            report(f"{problem.key}: re-verifying what was tuned on this GPU with "
+                   f"{', '.join(software_changes(newest['device'], device)) or 'other software'}")
+            passed, details = _reverify(search, newest)
+            if passed:
+                changes.append(Change(problem, "re-verified", details))
+                continue
+            details.append("none passes now")
+        tuned_on = sorted({found["device"]["name"] for found in records})
+        report(f"{problem.key}: re-tuning ({trials} variants), tuned before on {', '.join(tuned_on)}")
+        changes.append(_retune(search, records, trials, details))
+    return changes
+
+
+def _reverify(search: Search, old: dict) -> tuple[bool, list[str]]:
+    """Measure the old record's configurations under the current software: whether any passes,
+    and a line per configuration."""
+    simulated = search.runtime.simulated
+    space = Space.of(search.runtime.backend, search.problem.dtype)
+    details, valid = [], []
+    for entry, config in zip((old["best"], *old["runners_up"]), record.configs(old)):
+        reasons = space.violations(config)
+        if reasons:
+            details.append(f"{config.describe()}: no longer valid: {reasons[0]}")
+        else:
+            valid.append((entry, config))
+    queued = search.enqueue([config for _, config in valid])
+    outcome = search.run(len(queued), None, warm=False) if queued else None
+    if outcome is not None and outcome.interrupted:
+        raise KeyboardInterrupt
+    passed = 0
+    for entry, config in valid:
+        trial = search.measured(config)
+        was = _gflops(entry["measurement"]["gflops"], simulated)
+        if trial is None:
+            details.append(f"{config.describe()}: was {was}, not measured")
+            continue
+        measurement = trial.user_attrs["measurement"]
+        if measurement["status"] == "ok":
+            passed += 1
+            details.append(f"{config.describe()}: {was} -> {_gflops(measurement['gflops'], simulated)}")
+        else:
+            details.append(f"{config.describe()}: was {was}, fails now ({measurement['status']}: "
+                           f"{measurement['reason']})")
+    return passed > 0, details
+
+
+def _retune(search: Search, records: list[dict], trials: int, details: list[str]) -> Change:
+    """Tune afresh, warm-started from the best configurations of every other GPU."""
+    outcome = search.run(trials, None)
+    if outcome.interrupted:
+        raise KeyboardInterrupt
+    simulated = search.runtime.simulated
+    before = [f"{_gflops(found['best']['measurement']['gflops'], found['device']['arch'] == 'simulator')} "
+              f"on {found['device']['name']}" for found in records]
+    if outcome.record is None:
+        return Change(search.problem, "failed",
+                      [*details, f"no variant passed verification in {outcome.measured} measured"])
+    best = outcome.record["best"]
+    return Change(search.problem, "re-tuned", [
+        *details, f"best {_gflops(best['measurement']['gflops'], simulated)} after {outcome.measured} variants "
+        f"(before: {'; '.join(before)})", Config(**best["config"]).describe()])

@@ -1,0 +1,199 @@
+"""Tuned kernels for programs: `tuner.get_kernel` and `tuner.matmul`, served from the cache.
+
+For the device in use, a product gets the best configuration of the record of this device's
+fingerprint whose shape is nearest its own. The configuration is rendered from the installed
+templates and compiled once per process, and, through Numba's on-disk cache (`cache=True`), once
+per machine. A record of another fingerprint (another GPU, driver, Numba or template version) is
+never used as if it had been tuned here. With nothing tuned here, a default configuration runs,
+after one warning that names the command to tune it.
+"""
+import math
+import threading
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import arrays, cache, record
+from .config import Config
+from .devices import Device
+from .kernel import Kernel, load
+from .problem import Problem
+from .runtime import Runtime, detect_runtime
+from .space import Space
+
+
+class UntunedWarning(UserWarning):
+    """Nothing is tuned for this device and dtype, so an untuned default configuration runs."""
+
+
+class SkippedRecordWarning(UserWarning):
+    """A cache record that cannot be used; the message names the file and says why."""
+
+
+@dataclass(frozen=True)
+class TunedKernel:
+    """A compiled kernel for one product, and where its configuration came from."""
+
+    kernel: Kernel
+    problem: Problem  # the product asked for
+    record: Path | None  # the record (of this device) whose configuration this is; None if untuned
+    tuned_for: Problem | None  # the product that record was tuned for
+
+    @property
+    def tuned(self) -> bool:
+        return self.record is not None
+
+    @property
+    def config(self) -> Config:
+        return self.kernel.config
+
+    @property
+    def source_path(self) -> Path:
+        """The generated Numba source this kernel was compiled from."""
+        return self.kernel.path
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """Blocks per grid for this product."""
+        return self.kernel.grid(self.problem.m, self.problem.n)
+
+    @property
+    def block(self) -> int:
+        """Threads per block."""
+        return self.kernel.block
+
+    def __call__(self, A, B, C, alpha=1.0, beta=0.0) -> None:
+        """Launch on device arrays of this product's shape: C = alpha*A@B + beta*C."""
+        self.kernel(A, B, C, alpha, beta)
+
+
+def distance(first: Problem, second: Problem) -> float:
+    """How far apart two shapes are: the summed log-ratios of their dimensions."""
+    return sum(abs(math.log2(a / b)) for a, b in ((first.m, second.m), (first.n, second.n), (first.k, second.k)))
+
+
+@dataclass
+class Library:
+    """The tuned configurations of one device, from the user's cache and the shipped one."""
+
+    runtime: Runtime
+    tuned: list[tuple[Problem, Path, Config]]  # per record of this device: its best config valid here
+    other_software: bool  # whether records of this GPU model with other software exist
+    kernels: dict = field(default_factory=dict)  # Problem -> TunedKernel
+    compiled: dict = field(default_factory=dict)  # (dtype, Config) -> Kernel
+    warned: set = field(default_factory=set)  # dtypes warned about
+
+    @classmethod
+    def load(cls, runtime: Runtime, root: Path) -> "Library":
+        """The records of `runtime`'s device under `root` and in the shipped cache; a record
+        that cannot be used is skipped with a SkippedRecordWarning naming it."""
+        def skipped(reason):
+            warnings.warn(f"tuner: skipping cache record {reason}", SkippedRecordWarning, stacklevel=6)
+
+        device = runtime.device
+        tuned, other_software = [], False
+        for _, path, found in cache.readable_records([root, cache.shipped_dir()], skipped):
+            if found["fingerprint"] != device.fingerprint:
+                other_software |= Device.from_dict(found["device"]).model == device.model
+                continue
+            problem = record.problem_of(found)
+            space = Space.of(runtime.backend, problem.dtype)
+            valid = [config for config in record.configs(found) if not space.violations(config)]
+            if valid:
+                tuned.append((problem, path, valid[0]))
+            else:
+                skipped(f"{path}: none of its configurations is valid in this version of tuner; "
+                        f"run: tuner regenerate --backend {runtime.backend.name}")
+        return cls(runtime, tuned, other_software)
+
+    def kernel(self, problem: Problem) -> TunedKernel:
+        """The compiled kernel for `problem`: tuned for the nearest shape, or the default."""
+        if problem not in self.kernels:
+            candidates = [(distance(problem, tuned_for), index)
+                          for index, (tuned_for, _, _) in enumerate(self.tuned) if tuned_for.dtype == problem.dtype]
+            space = Space.of(self.runtime.backend, problem.dtype)
+            if candidates:
+                tuned_for, path, config = self.tuned[min(candidates)[1]]
+            else:
+                self._warn_untuned(problem)
+                tuned_for, path, config = None, None, space.default()
+            self.kernels[problem] = TunedKernel(self._compile(space, config), problem, path, tuned_for)
+        return self.kernels[problem]
+
+    def _compile(self, space: Space, config: Config) -> Kernel:
+        key = (space.precision.name, config)
+        if key not in self.compiled:
+            kernel = load(space, config)
+            kernel.compile()
+            self.compiled[key] = kernel
+        return self.compiled[key]
+
+    def _warn_untuned(self, problem: Problem) -> None:
+        if problem.dtype in self.warned:
+            return
+        self.warned.add(problem.dtype)
+        device, backend = self.runtime.device, self.runtime.backend.name
+        simulate = " --simulate" if self.runtime.simulated else ""
+        advice = (f"; or, to re-verify what was tuned on this GPU with other software: tuner regenerate "
+                  f"--backend {backend}{simulate}" if self.other_software else "")
+        warnings.warn(
+            f"tuner: nothing is tuned for {problem.dtype} on {device.name} [{device.fingerprint}], so an untuned "
+            f"default configuration runs; tune it once with: tuner search --backend {backend}{simulate} --dtype "
+            f"{problem.dtype} --shape {problem.m} {problem.n} {problem.k}{advice}", UntunedWarning, stacklevel=4)
+
+
+_lock = threading.Lock()
+_runtimes: dict[str | None, Runtime] = {}
+_libraries: dict[tuple[str, Path], Library] = {}
+
+
+def _library(backend: str | None, cache_dir) -> Library:
+    with _lock:
+        if backend not in _runtimes:
+            _runtimes[backend] = detect_runtime(backend)
+        runtime = _runtimes[backend]
+        root = cache.cache_dir(cache_dir)
+        key = (runtime.device.fingerprint, root)
+        if key not in _libraries:
+            _libraries[key] = Library.load(runtime, root)
+        return _libraries[key]
+
+
+def reload() -> None:
+    """Forget the records read so far, so that the next call reads the cache again (after a
+    search in this process, say)."""
+    with _lock:
+        _libraries.clear()
+
+
+def get_kernel(m: int, n: int, k: int, dtype: str = "float32", *, backend: str | None = None,
+               cache_dir=None) -> TunedKernel:
+    """The compiled kernel for an (m x k) @ (k x n) product on this machine's GPU, with its
+    configuration, source path and launch geometry, for programs that launch it themselves.
+
+    `backend` is "cuda" or "roc" (default: $TUNER_BACKEND, else the GPU found); `cache_dir`
+    defaults to $TUNER_CACHE_DIR, else the user cache directory.
+    """
+    library = _library(backend, cache_dir)
+    Space.of(library.runtime.backend, dtype)  # a clear error for a dtype the backend lacks
+    with _lock:
+        return library.kernel(Problem(m, n, k, dtype))
+
+
+def matmul(A, B, out=None, *, alpha=1.0, beta=0.0):
+    """alpha * A @ B (+ beta * out), with the kernel tuned for this GPU.
+
+    A and B are 2-D matrices of one dtype (float32, float64, or float16 with a float32 result).
+    NumPy arrays are copied to the device and the result comes back as NumPy; Numba device arrays
+    and CUDA Array Interface exporters (CuPy, PyTorch) are used in place, and the result is of
+    their kind. With `out`, the result is written there and `out` is returned; beta scales
+    out's previous values and needs `out`.
+    """
+    library = _library(None, None)
+    call = arrays.prepare(library.runtime, A, B, out, alpha, beta)
+    m, n, k = call.shape
+    if m and n:
+        with _lock:
+            tuned = library.kernel(Problem(m, n, max(k, 1), call.dtype))
+        tuned.kernel.bind(call.A, call.B, call.C, alpha, beta)()
+    return call.result()
