@@ -14,6 +14,8 @@ from tuner.runtime import open_runtime
 from tuner.search import Search
 from tuner.space import SEED
 
+FIRST = Config()  # what a search with nothing cached measures first
+
 PROBLEM = Problem(16, 16, 16, "float32")
 
 
@@ -57,28 +59,28 @@ def test_search_caches_the_best_measured_variant(tmp_path, backend):
     assert record["best"]["measurement"]["gflops"] == max(t.value for t in measured)
     assert record["best"]["measurement"]["clock"] == "simulated CPU time"
     assert record["device"]["backend"] == backend.name and record["budget"]["measured"] == 2
-    # The warm start comes first: the seed kernel's configuration, then the default one.
-    assert [Config(**t.params) for t in measured] == [SEED, Config()]
+    # With nothing cached, the warm start comes first: the default configuration, then the seed's.
+    assert [Config(**t.params) for t in measured] == [Config(), SEED]
 
 
 def test_a_wrong_answer_never_wins(tmp_path, monkeypatch):
-    # The seed configuration is measured first; planted, it writes zeros at once: the fastest
+    # The default configuration is measured first; planted, it writes zeros at once: the fastest
     # kernel of all if it were timed, and wrong.
-    _plant(monkeypatch, SEED, _Launches(lambda A, B, C, alpha, beta: C.copy_to_device(np.zeros(C.shape, C.dtype))))
+    _plant(monkeypatch, FIRST, _Launches(lambda A, B, C, alpha, beta: C.copy_to_device(np.zeros(C.shape, C.dtype))))
     search = _search(tmp_path)
     outcome = search.run(trials=3, timeout=None)
-    planted = [t for t in _measured(search) if Config(**t.params) == SEED]
+    planted = [t for t in _measured(search) if Config(**t.params) == FIRST]
     assert len(planted) == 1 and planted[0].value == 0.0
     assert planted[0].user_attrs["measurement"]["status"] == "wrong"
     assert "relative error" in planted[0].user_attrs["measurement"]["reason"]
     assert planted[0].system_attrs["constraints:feasible"] > 0
     record = outcome.record
-    assert SEED.as_dict() not in [entry["config"] for entry in [record["best"], *record["runners_up"]]]
+    assert FIRST.as_dict() not in [entry["config"] for entry in [record["best"], *record["runners_up"]]]
     assert record["budget"]["failed"] == 1
 
 
 def test_an_output_left_unwritten_fails_verification(tmp_path, monkeypatch):
-    _plant(monkeypatch, SEED, _Launches(lambda A, B, C, alpha, beta: None))
+    _plant(monkeypatch, FIRST, _Launches(lambda A, B, C, alpha, beta: None))
     search = _search(tmp_path)
     search.run(trials=1, timeout=None)
     measurement = _measured(search)[0].user_attrs["measurement"]
@@ -93,7 +95,7 @@ def test_build_and_launch_failures_are_recorded_with_the_reason(tmp_path, monkey
     if where == "load":
         monkeypatch.setattr(tuner.measure, "load", broken)
     else:
-        _plant(monkeypatch, SEED, _Launches(broken))
+        _plant(monkeypatch, FIRST, _Launches(broken))
     search = _search(tmp_path)
     search.run(trials=1, timeout=None)
     measurement = _measured(search)[0].user_attrs["measurement"]
@@ -134,7 +136,7 @@ def test_invalid_suggestions_are_never_measured(tmp_path, monkeypatch):
     search.study.enqueue_trial(invalid.as_dict())
     outcome = search.run(trials=1, timeout=None)
     told = [t for t in search.study.trials if t.user_attrs.get("kind") == "invalid"]
-    assert outcome.invalid == len(told) == 1 and compiled == [SEED]
+    assert outcome.invalid == len(told) == 1 and compiled == [FIRST]
     assert told[0].user_attrs["reasons"] == search.space.violations(invalid)
     assert told[0].system_attrs["constraints:feasible"] == len(told[0].user_attrs["reasons"]) > 0
     assert told[0].state.name == "COMPLETE" and told[0].value == 0.0
@@ -145,7 +147,8 @@ def test_warm_start_takes_the_best_of_other_shapes(tmp_path):
     other.study.enqueue_trial(Config(block_m=32, block_n=32, thread_m=2, thread_n=2).as_dict())
     other.run(trials=1, timeout=None)
     best = Config(**cache.read_record(other.path)["best"]["config"])
-    assert best not in (SEED, Config()) and best in _search(tmp_path).warm_start()
+    # Cached bests come first, ahead of the default configuration and the seed's.
+    assert best not in (SEED, Config()) and _search(tmp_path).warm_start() == [best, Config(), SEED]
 
 
 def test_ctrl_c_right_after_a_measurement_keeps_it(tmp_path):

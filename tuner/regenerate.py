@@ -69,9 +69,10 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, repo
         details = []
         if same_gpu:
             newest = max(same_gpu, key=lambda found: found["searched"]["finished"])
-            report(f"{problem.key}: re-verifying what was tuned on this GPU with "
-                   f"{', '.join(software_changes(newest['device'], device)) or 'other software'}")
+            changed = f"software: {', '.join(software_changes(newest['device'], device)) or 'other versions'}"
+            report(f"{problem.key}: re-verifying what was tuned on this GPU; {changed}")
             passed, details = _reverify(search, newest)
+            details.insert(0, changed)
             if passed:
                 changes.append(Change(problem, "re-verified", details))
                 continue

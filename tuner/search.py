@@ -177,13 +177,16 @@ def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storag
 
 
 def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Problem) -> list[Config]:
-    """Known-good starting points: the seed kernel, the default configuration, and the best
-    configurations cached for other GPUs and shapes of this backend and dtype."""
-    configs = [SEED, Config()]
-    for _, _, found in cache.readable_records([root, cache.shipped_dir()], skipped=lambda error: None):
-        if found["device"]["backend"] == runtime.backend.name and found["problem"]["dtype"] == problem.dtype:
-            configs.append(record.configs(found)[0])
-    unique = {_config_key(config.as_dict()): config for config in configs if not space.violations(config)}
+    """Known-good starting points, likeliest first: the best configurations cached for this
+    backend and dtype (this shape's first, from any GPU), the default one, and the seed kernel."""
+    found = [(record.problem_of(data) != problem, record.configs(data)[0])
+             for _, _, data in cache.readable_records([root, cache.shipped_dir()], skipped=lambda error: None)
+             if data["device"]["backend"] == runtime.backend.name and data["problem"]["dtype"] == problem.dtype]
+    configs = [config for _, config in sorted(found, key=lambda pair: pair[0])] + [Config(), SEED]
+    unique = {}
+    for config in configs:
+        if not space.violations(config):
+            unique.setdefault(_config_key(config.as_dict()), config)
     return list(unique.values())
 
 

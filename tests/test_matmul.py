@@ -1,0 +1,151 @@
+"""tuner.matmul against NumPy on the simulator: odd shapes, dtypes, alpha/beta, host and device
+operands, and every kind of bad input (a clear exception, or NumPy's answer where it has one)."""
+import warnings
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import tuner
+
+TOLERANCE = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-3}
+
+
+@pytest.fixture(autouse=True)
+def empty_cache(tmp_path, monkeypatch):
+    """Nothing tuned: every product runs the default configuration, warned about once."""
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
+    tuner.reload()
+    warnings.simplefilter("ignore", tuner.UntunedWarning)
+    yield
+    tuner.reload()
+
+
+def _operands(m, n, k, dtype="float32", seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1, 1, (m, k)).astype(dtype), rng.uniform(-1, 1, (k, n)).astype(dtype)
+
+
+def _expected(A, B, alpha=1.0, beta=0.0, C=None):
+    product = alpha * (A.astype(np.float64) @ B.astype(np.float64))
+    return product if C is None else product + beta * C.astype(np.float64)
+
+
+def _close(result, expected, dtype):
+    bound = TOLERANCE[dtype] * max(np.linalg.norm(expected), 1.0)
+    assert np.linalg.norm(np.asarray(result, np.float64) - expected) <= bound
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 13, 5), (67, 3, 2)], ids=["1x1x1", "primes", "tall-skinny"])
+def test_numpy_operands_give_numpy_results(shape, dtype):
+    A, B = _operands(*shape, dtype)
+    C = tuner.matmul(A, B)
+    assert type(C) is np.ndarray and C.shape == shape[:2]
+    assert C.dtype == (np.float32 if dtype == "float16" else dtype)  # float16 accumulates and returns float32
+    _close(C, _expected(A, B), dtype)
+
+
+def test_a_product_larger_than_one_tile():
+    A, B = _operands(65, 66, 17)
+    _close(tuner.matmul(A, B), _expected(A, B), "float32")
+
+
+def test_alpha_and_beta_scale_into_out():
+    A, B = _operands(9, 10, 11, "float64")
+    C = np.random.default_rng(1).uniform(-1, 1, (9, 10))
+    before = C.copy()
+    assert tuner.matmul(A, B, C, alpha=2.0, beta=-0.5) is C
+    _close(C, _expected(A, B, 2.0, -0.5, before), "float64")
+
+
+def test_device_operands_give_device_results_in_place():
+    A, B = _operands(5, 6, 7)
+    result = tuner.matmul(cuda.to_device(A), cuda.to_device(B))
+    assert cuda.devicearray.is_cuda_ndarray(result)
+    _close(result.copy_to_host(), _expected(A, B), "float32")
+    out = cuda.device_array((5, 6), np.float32)
+    assert tuner.matmul(cuda.to_device(A), B, out=out) is out  # a host B is copied over
+    _close(out.copy_to_host(), _expected(A, B), "float32")
+
+
+def test_strided_and_fortran_ordered_host_operands():
+    A, B = _operands(6, 5, 8)
+    wide = np.zeros((6, 10), np.float32)
+    out = wide[:, ::2]
+    tuner.matmul(np.asfortranarray(A), B[::-1][::-1], out=out)
+    _close(out, _expected(A, B), "float32")
+    assert not wide[:, 1::2].any()
+
+
+def test_out_aliasing_an_operand_gives_numpy_answer():
+    A, _ = _operands(6, 6, 6, "float64")
+    expected = _expected(A, A)
+    on_device = cuda.to_device(A)
+    tuner.matmul(on_device, on_device, out=on_device)
+    _close(on_device.copy_to_host(), expected, "float64")
+    on_host = A.copy()
+    tuner.matmul(on_host, on_host, out=on_host)
+    _close(on_host, expected, "float64")
+
+
+def test_empty_dimensions_follow_numpy():
+    assert tuner.matmul(np.zeros((0, 3), np.float32), np.zeros((3, 4), np.float32)).shape == (0, 4)
+    assert tuner.matmul(np.zeros((3, 4), np.float32), np.zeros((4, 0), np.float32)).shape == (3, 0)
+    np.testing.assert_array_equal(tuner.matmul(np.ones((2, 0)), np.ones((0, 3))), np.zeros((2, 3)))
+    C = np.full((2, 3), 4.0)
+    tuner.matmul(np.ones((2, 0)), np.ones((0, 3)), C, beta=0.5)
+    np.testing.assert_array_equal(C, np.full((2, 3), 2.0))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # the simulator computes in NumPy scalars
+def test_nan_and_inf_propagate_as_in_numpy():
+    A, B = _operands(5, 4, 3, "float64")
+    A[0, 0], A[2, 1], B[2, 3] = np.nan, np.inf, -np.inf
+    with np.errstate(invalid="ignore"):
+        expected = A @ B
+    result = tuner.matmul(A, B)
+    np.testing.assert_array_equal(np.isnan(result), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(result), np.isinf(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(result[finite], expected[finite], rtol=1e-12)
+
+
+F32 = np.ones((4, 3), np.float32)
+BAD = {
+    "inner dimensions": ((F32, F32), {}, ValueError, r"A's columns \(3\) must equal B's rows \(4\)"),
+    "a vector": ((F32[0], F32.T), {}, ValueError, "2-D matrices, but A is 1-D"),
+    "a batch": ((np.ones((2, 4, 3), np.float32), F32.T), {}, ValueError, "A is 3-D"),
+    "integers": ((np.ones((4, 3), int), np.ones((3, 2), int)), {}, TypeError, "int64 matrices are not supported"),
+    "complex": ((F32.astype(complex), F32.T.astype(complex)), {}, TypeError, "complex128 matrices"),
+    "mixed dtypes": ((F32, F32.T.astype(np.float64)), {}, TypeError, "does not mix dtypes"),
+    "out of the wrong shape": ((F32, F32.T), {"out": np.zeros((4, 3), np.float32)}, ValueError,
+                               r"out has shape \(4, 3\), but A @ B is 4x4"),
+    "out of the wrong dtype": ((F32, F32.T), {"out": np.zeros((4, 4))}, TypeError, "out is float64"),
+    "out as a list": ((F32, F32.T), {"out": [[0.0] * 4] * 4}, TypeError, "out must be a NumPy array"),
+    "read-only out": ((F32, F32.T), {"out": np.broadcast_to(np.float32(0), (4, 4))}, ValueError, "read-only"),
+    "beta without out": ((F32, F32.T), {"beta": 1.0}, ValueError, "pass C as out="),
+    "a complex alpha": ((F32, F32.T), {"alpha": 1j}, TypeError, "alpha must be a real number"),
+    "too large for the device": ((np.broadcast_to(np.float32(1), (300_000, 300_000)),
+                                  np.broadcast_to(np.float32(1), (300_000, 2))), {}, MemoryError,
+                                 "split it into smaller products"),
+    "too many row tiles": ((np.ones((64 * 65535 + 1, 1), np.float32), np.ones((1, 1), np.float32)), {},
+                           ValueError, "over the 65535 a grid may have"),
+}
+
+
+@pytest.mark.parametrize("operands, keywords, error, message", BAD.values(), ids=BAD.keys())
+def test_bad_input_is_a_clear_exception(operands, keywords, error, message):
+    with pytest.raises(error, match=message):
+        tuner.matmul(*operands, **keywords)
+
+
+def test_array_interface_exporters_are_used_in_place():
+    if not hasattr(cuda, "as_cuda_array"):
+        pytest.skip("Numba's CUDA simulator has no __cuda_array_interface__; CuPy and PyTorch operands are "
+                    "checked on the GPU by bench/first_call_latency.py")
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    A, B = _operands(33, 17, 9)
+    result = tuner.matmul(cupy.asarray(A), cupy.asarray(B))
+    assert isinstance(result, cupy.ndarray)
+    _close(cupy.asnumpy(result), _expected(A, B), "float32")

@@ -1,0 +1,80 @@
+"""The cache is data: every loaded record is checked against the schema, and a corrupt, truncated,
+foreign-version or hostile one is refused with its file named, never executed."""
+import copy
+import dataclasses
+import json
+import re
+
+import pytest
+from records import H100, make_record
+
+from tuner import cache, record
+from tuner.config import Config
+from tuner.problem import Problem
+from tuner.space import SEED
+
+GOOD = make_record(H100, Problem(64, 64, 64), [(Config(), 900.0), (SEED, 300.0)])
+
+
+def _edited(edit):
+    bad = copy.deepcopy(GOOD)
+    edit(bad)
+    return json.dumps(bad)
+
+
+def _set(path: str, value):
+    def edit(data):
+        *parents, last = path.split(".")
+        for part in parents:
+            data = data[int(part)] if part.isdigit() else data[part]
+        data[last] = value
+    return _edited(edit)
+
+
+HOSTILE = {
+    "truncated": (json.dumps(GOOD)[:300], "unreadable"),
+    "binary garbage": ("\x00\xff\xfe" * 10, "unreadable"),
+    "a list, not an object": ("[1, 2, 3]", "not a format-1 tuner record"),
+    "a newer format": (_set("format", 2), "not a format-1 tuner record"),
+    "code in a parameter": (_set("best.config.block_m", "__import__('os').system('touch pwned')"),
+                            "record.best.config.block_m must be one of"),
+    "a parameter out of range": (_set("best.config.block_m", 1 << 40), "record.best.config.block_m must be one of"),
+    "true posing as 1": (_set("best.config.thread_m", True), "record.best.config.thread_m must be one of"),
+    "1 posing as true": (_set("best.config.prefetch", 1), "record.best.config.prefetch must be one of"),
+    "an unknown parameter": (_set("best.config.__class__", "os.system"),
+                             "record.best.config has an unknown field '__class__'"),
+    "kernel source smuggled in": (_set("source", "import os; os.system('touch pwned')"),
+                                  "record has an unknown field 'source'"),
+    "a negative dimension": (_set("problem.m", -64), "record.problem.m must be an integer from 1"),
+    "an unknown dtype": (_set("problem.dtype", "object"), "record.problem.dtype must be one of"),
+    "NaN GFLOP/s": (_set("best.measurement.gflops", float("nan")), "record.best.measurement.gflops must be a finite"),
+    "infinite seconds": (_set("runners_up.0.measurement.seconds", float("inf")),
+                         "record.runners_up[0].measurement.seconds must be a finite"),
+    "a failed best": (_set("best.measurement.status", "wrong"), "record.best.measurement.status must be one of ok"),
+    "too many runners-up": (_set("runners_up", [GOOD["best"]] * 50), "record.runners_up must be a list of at most 4"),
+    "a huge string": (_set("device.name", "x" * 10_000), "record.device.name must be a string of at most"),
+    "a bad date": (_set("searched.finished", "yesterday"), "record.searched.finished must be an ISO 8601"),
+    "an edited device": (_set("device.name", "NVIDIA B200"), "fingerprint does not match the device"),
+    "float16 on roc": (_edited(lambda data: data.update(make_record(
+        dataclasses.replace(H100, backend="roc"), Problem(8, 8, 8, "float16"), [(Config(), 1.0)]))),
+        "dtype float16 is not one of the roc backend's"),
+    "deep nesting": ("[" * 100_000 + "]" * 100_000, "unreadable"),
+    "over a megabyte": (json.dumps({**GOOD, "padding": " " * (2 << 20)}), "too large to be a record"),
+}
+
+
+def test_a_record_made_by_the_tuner_passes_the_schema(tmp_path):
+    path = tmp_path / "good.json"
+    path.write_text(json.dumps(GOOD))
+    assert cache.read_record(path) == GOOD
+    assert record.configs(GOOD) == [Config(), SEED]
+
+
+@pytest.mark.parametrize("text, message", HOSTILE.values(), ids=HOSTILE.keys())
+def test_a_bad_record_is_refused_with_its_file_named(tmp_path, text, message):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(cache.CacheError, match=re.escape(message)) as error:
+        cache.read_record(path)
+    assert str(error.value).startswith(f"{path}: ")
+    assert not (tmp_path / "pwned").exists()

@@ -1,0 +1,77 @@
+"""tuner regenerate after a simulated template change (re-verify) and for a new GPU (re-tune)."""
+import dataclasses
+
+import pytest
+from records import H100, make_record
+
+import tuner
+from tuner import cache
+from tuner.cli import main
+from tuner.config import Config
+from tuner.devices import describe_simulator
+from tuner.problem import Problem
+
+HERE = describe_simulator("cuda")
+OLD_TEMPLATES = dataclasses.replace(HERE, software={**HERE.software, "templates": "0ld"})
+SMALL = Config(block_m=32, block_n=32, thread_m=2, thread_n=2)
+ELONGATED = Config(block_m=64, block_n=64, thread_m=8, thread_n=2)  # against a rule added "since"
+PROBLEM = Problem(16, 16, 16)
+
+
+def _regenerate(root, *extra) -> int:
+    return main(["regenerate", "--simulate", "--cache-dir", str(root), *extra])
+
+
+def _here(root):
+    return cache.read_record(cache.record_path(root, HERE.slug, PROBLEM.key))
+
+
+def test_a_template_change_re_renders_and_re_verifies_the_cached_configurations(tmp_path, capsys):
+    cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (ELONGATED, 1.5), (Config(), 1.0)]))
+    assert _regenerate(tmp_path) == 0
+    out, err = capsys.readouterr()
+    assert f"software: templates 0ld -> {HERE.software['templates']}" in out
+    assert "float32-16x16x16: re-verified" in out and "1 re-verified" in out
+    assert f"{ELONGATED.describe()}: no longer valid: the 8x2 register tile is elongated" in out
+    assert f"{SMALL.describe()}: 2 GFLOP/s (simulated) -> " in out
+    record = _here(tmp_path)
+    assert {Config(**entry["config"]) for entry in [record["best"], *record["runners_up"]]} == {SMALL, Config()}
+    assert record["budget"]["measured"] == 2
+    tuner.reload()
+    assert tuner.get_kernel(16, 16, 16, cache_dir=tmp_path).tuned
+
+    assert _regenerate(tmp_path) == 0  # now current: nothing is measured again
+    assert "float32-16x16x16: current" in capsys.readouterr().out
+    assert _here(tmp_path)["budget"]["measured"] == 2
+
+
+def test_a_new_gpu_re_tunes_each_known_shape_warm_started_from_the_others(tmp_path, capsys):
+    cache.write_record(cache.record_path(tmp_path, H100.slug, PROBLEM.key), make_record(H100, PROBLEM, [(SMALL, 9e3)]))
+    roc = dataclasses.replace(H100, backend="roc", name="AMD Instinct MI300X", arch="gfx942")
+    cache.write_record(cache.record_path(tmp_path, roc.slug, "float32-8x8x8"),
+                       make_record(roc, Problem(8, 8, 8), [(SMALL, 9e3)]))
+    assert _regenerate(tmp_path, "--trials", "2") == 0
+    out, err = capsys.readouterr()
+    assert "re-tuning (2 variants), tuned before on NVIDIA H100 80GB HBM3" in err
+    assert "float32-16x16x16: re-tuned" in out and "before: 9000 GFLOP/s on NVIDIA H100" in out
+    assert "8x8x8" not in out  # a roc record says nothing about a cuda device
+    record = _here(tmp_path)
+    assert record["budget"]["measured"] == 2
+    measured = {Config(**entry["config"]) for entry in [record["best"], *record["runners_up"]]}
+    assert SMALL in measured  # the other GPU's best was tried first
+
+
+def test_nothing_to_regenerate_is_said_plainly(tmp_path, capsys):
+    assert _regenerate(tmp_path) == 0
+    assert "nothing to regenerate (run tuner search first)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--trials", "0"], "must be at least 1"),
+    (["--backend", "metal"], "invalid choice: 'metal'"),
+])
+def test_bad_arguments_are_one_line(tmp_path, capsys, arguments, message):
+    with pytest.raises(SystemExit) as exit:
+        _regenerate(tmp_path, *arguments)
+    assert exit.value.code == 2 and message in capsys.readouterr().err

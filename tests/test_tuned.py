@@ -1,0 +1,112 @@
+"""get_kernel serves this device's tuned configuration for the nearest shape, never another
+device's, and falls back to a default with one warning; bad records are skipped, named."""
+import dataclasses
+import json
+import warnings
+
+import numpy as np
+import pytest
+from records import H100, make_record
+
+import tuner
+from tuner import cache
+from tuner.backends import BACKENDS, CUDA
+from tuner.config import Config
+from tuner.devices import describe_simulator
+from tuner.problem import Problem
+from tuner.space import Space
+
+HERE = describe_simulator("cuda")  # the device the tests run on
+SMALL = Config(block_m=32, block_n=32, thread_m=2, thread_n=2)
+LARGE = Config(block_m=64, block_n=32, thread_m=4, thread_n=2, prefetch=False)
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
+    tuner.reload()
+    yield tmp_path
+    tuner.reload()
+
+
+def _store(root, device, problem, ranked):
+    path = cache.record_path(root, device.slug, problem.key)
+    cache.write_record(path, make_record(device, problem, ranked))
+    return path
+
+
+def test_with_nothing_tuned_the_default_runs_after_one_warning(cache_dir):
+    with pytest.warns(tuner.UntunedWarning, match="tuner search --backend cuda --simulate --dtype float32 "
+                                                  "--shape 8 9 10") as caught:
+        kernel = tuner.get_kernel(8, 9, 10)
+    assert len(caught) == 1 and "tuner regenerate" not in str(caught[0].message)
+    assert not kernel.tuned and kernel.record is None and kernel.config == Space.of(CUDA, "float32").default()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not tuner.get_kernel(100, 10, 1).tuned  # the same dtype: no second warning
+
+
+def test_records_of_other_devices_are_never_used_as_tuned(cache_dir):
+    _store(cache_dir, H100, Problem(16, 16, 16), [(SMALL, 9000.0)])
+    newer_templates = dataclasses.replace(HERE, software={**HERE.software, "templates": "older"})
+    _store(cache_dir, newer_templates, Problem(16, 16, 16), [(LARGE, 5.0)])
+    with pytest.warns(tuner.UntunedWarning, match="tuner regenerate --backend cuda --simulate"):
+        kernel = tuner.get_kernel(16, 16, 16)
+    assert not kernel.tuned and kernel.config not in (SMALL, LARGE)
+
+
+def test_the_record_of_the_nearest_shape_is_used(cache_dir):
+    small = _store(cache_dir, HERE, Problem(16, 16, 16), [(SMALL, 2.0)])
+    large = _store(cache_dir, HERE, Problem(64, 64, 64), [(LARGE, 1.0)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        near_small, near_large = tuner.get_kernel(20, 12, 16), tuner.get_kernel(60, 60, 100)
+    assert (near_small.config, near_small.record, near_small.tuned_for) == (SMALL, small, Problem(16, 16, 16))
+    assert (near_large.config, near_large.record, near_large.tuned_for) == (LARGE, large, Problem(64, 64, 64))
+    assert near_large.grid == (2, 1) and near_large.block == LARGE.threads
+    assert "cache=True" in near_large.source_path.read_text()
+
+
+def test_a_tuned_kernel_launches_on_device_arrays(cache_dir):
+    from numba import cuda
+
+    _store(cache_dir, HERE, Problem(16, 16, 16), [(SMALL, 2.0)])
+    kernel = tuner.get_kernel(5, 7, 3)
+    A, B = np.arange(15, dtype=np.float32).reshape(5, 3), np.ones((3, 7), np.float32)
+    C = cuda.device_array((5, 7), np.float32)
+    kernel(cuda.to_device(A), cuda.to_device(B), C)
+    np.testing.assert_allclose(C.copy_to_host(), A @ B)
+    with pytest.raises(ValueError, match="shapes do not chain"):
+        kernel(cuda.to_device(A), cuda.to_device(B), cuda.device_array((5, 6), np.float32))
+
+
+def test_a_record_whose_best_is_no_longer_valid_serves_its_best_valid_runner_up(cache_dir):
+    elongated = Config(block_m=64, block_n=64, thread_m=8, thread_n=2)  # in the domains, against a rule
+    assert Space.of(CUDA, "float32").violations(elongated)
+    _store(cache_dir, HERE, Problem(16, 16, 16), [(elongated, 3.0), (SMALL, 2.0)])
+    assert tuner.get_kernel(16, 16, 16).config == SMALL
+
+
+def test_bad_records_are_skipped_with_a_warning_naming_the_file(cache_dir):
+    good = _store(cache_dir, HERE, Problem(16, 16, 16), [(SMALL, 2.0)])
+    hostile = good.with_name("float32-32x32x32.json")
+    hostile.write_text(json.dumps({**json.loads(good.read_text()), "problem": {
+        "m": 32, "n": 32, "k": 32, "dtype": "float32"}, "source": "import os; os.system('touch pwned')"}))
+    truncated = good.with_name("float32-64x64x64.json")
+    truncated.write_text(good.read_text()[:200])
+    with pytest.warns(tuner.SkippedRecordWarning) as caught:
+        kernel = tuner.get_kernel(64, 64, 64)
+    named = sorted(str(warning.message).split(": ")[1].removeprefix("skipping cache record ") for warning in caught)
+    assert named == sorted([str(hostile), str(truncated)])
+    assert kernel.tuned and kernel.record == good and not (cache_dir / "pwned").exists()
+
+
+def test_an_unsupported_dtype_is_a_clear_error(cache_dir):
+    with pytest.raises(ValueError, match="dtype 'int8' is not supported on cuda"):
+        tuner.get_kernel(4, 4, 4, "int8")
+
+
+@pytest.mark.parametrize("backend", BACKENDS.values(), ids=BACKENDS)
+def test_the_default_is_the_64x64_tile_on_every_backend_and_dtype(backend):
+    for dtype in backend.dtypes:
+        assert Space.of(backend, dtype).default() == Config(block_m=64, block_n=64, thread_m=4, thread_n=4)
