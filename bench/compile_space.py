@@ -138,7 +138,8 @@ def main():
     parser.add_argument("--workers", type=int, default=os.cpu_count())
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="stop after this many PTX compiles")
-    parser.add_argument("--out", type=Path, help="JSON-lines file (default bench/results/compile_space_<backend>_<dtype>.jsonl)")
+    parser.add_argument("--out", type=Path,
+                        help="JSON-lines file (default bench/results/compile_space_<backend>_<dtype>.jsonl)")
     parser.add_argument("--summary", action="store_true", help="only summarize the recorded file")
     args = parser.parse_args()
     out = args.out or Path(__file__).parent / "results" / f"compile_space_{args.backend}_{args.dtype}.jsonl"
