@@ -91,7 +91,8 @@ def _dispatch(dtype) -> dict:
 
 
 def _against_cublas(shape, dtype) -> dict:
-    """Relative error of tuner.matmul against cuBLAS (through CuPy) for each kind of operand."""
+    """Relative error of tuner.matmul against cuBLAS (through CuPy) for NumPy, Numba, CuPy and,
+    where installed, PyTorch operands, and the kind of array each call returned."""
     import tuner
 
     try:
@@ -107,10 +108,17 @@ def _against_cublas(shape, dtype) -> dict:
     with cupy.cuda.Device():
         cublas = cupy.asnumpy(cupy.matmul(cupy_A, cupy_B)).astype(np.float64)
     results = {"numpy": tuner.matmul(A, B),
-               "numba": tuner.matmul(cuda.to_device(A), cuda.to_device(B)).copy_to_host(),
+               "numba": tuner.matmul(cuda.to_device(A), cuda.to_device(B)),
                "cupy": tuner.matmul(cupy_A, cupy_B)}
+    try:
+        import torch
+
+        results["torch"] = tuner.matmul(torch.as_tensor(A, device="cuda"), torch.as_tensor(B, device="cuda"))
+    except ImportError:
+        pass
     kinds = {name: type(value).__module__ + "." + type(value).__name__ for name, value in results.items()}
-    results["cupy"] = cupy.asnumpy(results["cupy"])
+    to_host = {"numba": lambda C: C.copy_to_host(), "cupy": cupy.asnumpy, "torch": lambda C: C.cpu().numpy()}
+    results = {name: to_host.get(name, np.asarray)(value) for name, value in results.items()}
     norm = np.linalg.norm(cublas)
     return {"result_types": kinds, "relative_error_vs_cublas": {
         name: float(np.linalg.norm(value.astype(np.float64) - cublas) / norm) for name, value in results.items()}}

@@ -1,5 +1,6 @@
 """tuner.matmul against NumPy on the simulator: odd shapes, dtypes, alpha/beta, host and device
 operands, and every kind of bad input (a clear exception, or NumPy's answer where it has one)."""
+import dataclasses
 import warnings
 
 import numpy as np
@@ -89,6 +90,34 @@ def test_out_aliasing_an_operand_gives_numpy_answer():
     _close(on_host, expected, "float64")
 
 
+def test_out_overlapping_an_operand_of_another_layout():
+    X = np.random.default_rng(2).uniform(-1, 1, (4, 4)).astype(np.float32)
+    expected = _expected(X.T, X)
+    on_device = cuda.to_device(X)
+    tuner.matmul(on_device.T, on_device, out=on_device)
+    _close(on_device.copy_to_host(), expected, "float32")
+    wide = cuda.to_device(np.hstack([np.zeros((4, 2), np.float32), X[:, :2]]))
+    tuner.matmul(wide[:, 2:], np.eye(2, dtype=np.float32), out=wide[:, :2])  # side by side, not overlapping
+    _close(wide.copy_to_host()[:, :2], X[:, :2].astype(np.float64), "float32")
+
+
+def test_big_endian_host_operands():
+    A, B = _operands(5, 3, 4)
+    out = np.zeros((5, 3), ">f4")
+    tuner.matmul(A.astype(">f4"), B.astype(">f4"), out=out)
+    _close(out, _expected(A, B), "float32")
+
+
+def test_a_product_taller_than_a_grid_runs_as_several_launches(monkeypatch):
+    runtime = tuner.tuned._library(None, None).runtime
+    one_row_of_blocks = dataclasses.replace(runtime.backend.limits, grid_rows=1)
+    monkeypatch.setattr(runtime, "backend", dataclasses.replace(runtime.backend, limits=one_row_of_blocks))
+    A, B = _operands(150, 5, 3)  # three row tiles of 64: three launches
+    _close(tuner.matmul(A, B), _expected(A, B), "float32")
+    with pytest.raises(ValueError, match="150 rows make 3 row tiles of 64, over the 1 a grid may have"):
+        tuner.get_kernel(150, 5, 3).grid
+
+
 def test_empty_dimensions_follow_numpy():
     assert tuner.matmul(np.zeros((0, 3), np.float32), np.zeros((3, 4), np.float32)).shape == (0, 4)
     assert tuner.matmul(np.zeros((3, 4), np.float32), np.zeros((4, 0), np.float32)).shape == (3, 0)
@@ -111,6 +140,14 @@ def test_nan_and_inf_propagate_as_in_numpy():
     np.testing.assert_allclose(result[finite], expected[finite], rtol=1e-12)
 
 
+class _Unlendable:
+    """Like a PyTorch tensor that requires grad: its __cuda_array_interface__ raises."""
+
+    @property
+    def __cuda_array_interface__(self):
+        raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
+
+
 F32 = np.ones((4, 3), np.float32)
 BAD = {
     "inner dimensions": ((F32, F32), {}, ValueError, r"A's columns \(3\) must equal B's rows \(4\)"),
@@ -129,8 +166,7 @@ BAD = {
     "too large for the device": ((np.broadcast_to(np.float32(1), (300_000, 300_000)),
                                   np.broadcast_to(np.float32(1), (300_000, 2))), {}, MemoryError,
                                  "split it into smaller products"),
-    "too many row tiles": ((np.ones((64 * 65535 + 1, 1), np.float32), np.ones((1, 1), np.float32)), {},
-                           ValueError, "over the 65535 a grid may have"),
+    "a tensor that cannot lend its memory": ((_Unlendable(), F32.T), {}, TypeError, "cannot lend its device memory"),
 }
 
 

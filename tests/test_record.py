@@ -3,6 +3,7 @@ foreign-version or hostile one is refused with its file named, never executed.""
 import copy
 import dataclasses
 import json
+import os
 import re
 
 import pytest
@@ -78,3 +79,10 @@ def test_a_bad_record_is_refused_with_its_file_named(tmp_path, text, message):
         cache.read_record(path)
     assert str(error.value).startswith(f"{path}: ")
     assert not (tmp_path / "pwned").exists()
+
+
+def test_a_fifo_in_place_of_a_record_is_refused_without_blocking(tmp_path):
+    path = tmp_path / "fifo.json"
+    os.mkfifo(path)
+    with pytest.raises(cache.CacheError, match="not a regular file"):
+        cache.read_record(path)

@@ -5,6 +5,7 @@ import pytest
 from records import H100, make_record
 
 import tuner
+import tuner.backends
 from tuner import cache
 from tuner.cli import main
 from tuner.config import Config
@@ -16,6 +17,13 @@ OLD_TEMPLATES = dataclasses.replace(HERE, software={**HERE.software, "templates"
 SMALL = Config(block_m=32, block_n=32, thread_m=2, thread_n=2)
 ELONGATED = Config(block_m=64, block_n=64, thread_m=8, thread_n=2)  # against a rule added "since"
 PROBLEM = Problem(16, 16, 16)
+
+
+@pytest.fixture(autouse=True)
+def fresh_library():
+    tuner.reload()
+    yield
+    tuner.reload()
 
 
 def _regenerate(root, *extra) -> int:
@@ -38,7 +46,6 @@ def test_a_template_change_re_renders_and_re_verifies_the_cached_configurations(
     record = _here(tmp_path)
     assert {Config(**entry["config"]) for entry in [record["best"], *record["runners_up"]]} == {SMALL, Config()}
     assert record["budget"]["measured"] == 2
-    tuner.reload()
     assert tuner.get_kernel(16, 16, 16, cache_dir=tmp_path).tuned
 
     assert _regenerate(tmp_path) == 0  # now current: nothing is measured again
@@ -75,3 +82,28 @@ def test_bad_arguments_are_one_line(tmp_path, capsys, arguments, message):
     with pytest.raises(SystemExit) as exit:
         _regenerate(tmp_path, *arguments)
     assert exit.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_configurations_left_queued_by_an_interrupted_run_are_still_re_verified(tmp_path, capsys):
+    from tuner.runtime import open_runtime
+    from tuner.search import Search
+
+    cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (Config(), 1.0)]))
+    interrupted = Search(open_runtime(tuner.backends.CUDA, simulate=True), PROBLEM, root=tmp_path)
+    interrupted.warm_start()  # queued, never run: what a Ctrl-C during the warm start leaves
+    assert interrupted.queued() >= 2
+    assert _regenerate(tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "float32-16x16x16: re-verified" in out and "not measured" not in out
+
+
+@pytest.mark.filterwarnings("ignore::tuner.UntunedWarning")
+def test_a_current_record_with_no_valid_configuration_is_re_tuned(tmp_path, capsys):
+    cache.write_record(cache.record_path(tmp_path, HERE.slug, PROBLEM.key),
+                       make_record(HERE, PROBLEM, [(ELONGATED, 2.0)]))
+    with pytest.warns(tuner.SkippedRecordWarning, match="run: tuner regenerate --backend cuda --simulate"):
+        assert not tuner.get_kernel(16, 16, 16, cache_dir=tmp_path).tuned
+    assert _regenerate(tmp_path, "--trials", "1") == 0
+    out = capsys.readouterr().out
+    assert "float32-16x16x16: re-tuned" in out and "no longer valid in this version of tuner" in out

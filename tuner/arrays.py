@@ -17,7 +17,13 @@ def is_device(array) -> bool:
     """Whether `array` lives on the device: a Numba device array or a CUDA Array Interface exporter."""
     if isinstance(array, np.ndarray):
         return False
-    return hasattr(array, "__cuda_array_interface__") or hasattr(array, "copy_to_host")
+    if hasattr(array, "copy_to_host"):  # a Numba device array (CUDA, ROC or the simulator)
+        return True
+    try:
+        return getattr(array, "__cuda_array_interface__", None) is not None
+    except Exception as error:  # PyTorch refuses for a tensor that requires grad
+        raise TypeError(f"a {type(array).__name__} that cannot lend its device memory ({error}); "
+                        "pass one that can (for PyTorch, tensor.detach())") from None
 
 
 @dataclass
@@ -31,13 +37,14 @@ class Call:
     dtype: str
     out: object  # what the caller passed as out, if anything
     model: object  # the caller's first device operand, whose kind a new result takes; None for NumPy
+    stream: object = 0  # the exporter's stream, so that the caller's later work is ordered after ours
 
     def result(self):
         """The product, as the caller's `out` or as the kind of array the caller gave."""
         if self.out is not None and is_device(self.out):
             return self.out
         if isinstance(self.out, np.ndarray):
-            if self.out.flags.c_contiguous:
+            if self.out.flags.c_contiguous and self.out.dtype.isnative:
                 self.C.copy_to_host(self.out)
             else:
                 self.out[...] = self.C.copy_to_host()
@@ -86,25 +93,6 @@ def _matrix(runtime: Runtime, array, name: str):
     return array
 
 
-def _span(array) -> tuple[int, int]:
-    """The byte addresses [first, last) a device array touches. The simulator's device arrays
-    live in host memory and export NumPy's array interface instead of CUDA's."""
-    interface = getattr(array, "__cuda_array_interface__", None) or array.__array_interface__
-    start, itemsize = interface["data"][0], np.dtype(interface["typestr"]).itemsize
-    shape = interface["shape"]
-    strides = interface.get("strides") or tuple(itemsize * int(np.prod(shape[i + 1:])) for i in range(len(shape)))
-    low = start + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
-    high = start + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides)) + itemsize
-    return low, high
-
-
-def _overlap(first, second) -> bool:
-    if 0 in first.shape or 0 in second.shape:
-        return False
-    (a, b), (c, d) = _span(first), _span(second)
-    return a < d and c < b
-
-
 def prepare(runtime: Runtime, A, B, out, alpha, beta) -> Call:
     """Check the operands of C = alpha*A@B + beta*C and place them on the device.
 
@@ -116,13 +104,14 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta) -> Call:
             raise TypeError(f"{name} must be a real number, not {type(scalar).__name__}")
     model = next((array for array in (out, A, B) if array is not None and is_device(array)), None)
     A, B = _matrix(runtime, A, "A"), _matrix(runtime, B, "B")
+    native = [np.dtype(array.dtype).newbyteorder("=") for array in (A, B)]
     (m, k), (k_b, n) = A.shape, B.shape
     if k != k_b:
         raise ValueError(f"A is {m}x{k} and B is {k_b}x{n}: A's columns ({k}) must equal B's rows ({k_b})")
-    if np.dtype(B.dtype) != np.dtype(A.dtype):
-        raise TypeError(f"A is {A.dtype} and B is {B.dtype}; tuner.matmul does not mix dtypes: "
+    if native[0] != native[1]:
+        raise TypeError(f"A is {native[0]} and B is {native[1]}; tuner.matmul does not mix dtypes: "
                         "cast one, e.g. B.astype(A.dtype)")
-    dtype = np.dtype(A.dtype).name
+    dtype = native[0].name
     if dtype not in runtime.backend.dtypes:
         raise TypeError(f"{dtype} matrices are not supported on {runtime.backend.name}; "
                         f"use one of {', '.join(runtime.backend.dtypes)}")
@@ -141,10 +130,11 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta) -> Call:
     if device_out is not None:
         C = device_out
     elif C is not None and beta != 0:
-        C = runtime.module.to_device(np.ascontiguousarray(C))
+        C = runtime.module.to_device(np.ascontiguousarray(C, dtype=output))
     else:
         C = runtime.module.device_array((m, n), dtype=output)
-    return Call(A, B, C, (m, n, k), dtype, out, model)
+    stream = next((array.stream for array in (C, A, B) if getattr(array, "stream", 0)), 0)
+    return Call(A, B, C, (m, n, k), dtype, out, model, stream)
 
 
 def _check_out(runtime: Runtime, out, shape: tuple[int, int], dtype: np.dtype):
@@ -152,8 +142,8 @@ def _check_out(runtime: Runtime, out, shape: tuple[int, int], dtype: np.dtype):
     matrix = _matrix(runtime, out, "out")
     if tuple(matrix.shape) != shape:
         raise ValueError(f"out has shape {tuple(matrix.shape)}, but A @ B is {shape[0]}x{shape[1]}")
-    if np.dtype(matrix.dtype) != dtype:
-        raise TypeError(f"out is {matrix.dtype}, but this product is {dtype}")
+    if np.dtype(matrix.dtype).newbyteorder("=") != dtype:
+        raise TypeError(f"out is {np.dtype(matrix.dtype).newbyteorder('=')}, but this product is {dtype}")
     interface = getattr(out, "__cuda_array_interface__", None)
     if (isinstance(out, np.ndarray) and not out.flags.writeable) or (interface and interface["data"][1]):
         raise ValueError("out is read-only")
@@ -161,12 +151,33 @@ def _check_out(runtime: Runtime, out, shape: tuple[int, int], dtype: np.dtype):
 
 
 def _to_device(runtime: Runtime, array, out):
-    """A device copy of a host operand; a device operand as is, or copied if it overlaps `out`
-    (the kernel would read what it is overwriting; NumPy gives the right product, so must we)."""
+    """A device copy of a host operand (contiguous, native byte order); a device operand as is,
+    or copied if it may share memory with `out` (the kernel would read what it overwrites;
+    NumPy gives the right product there, so must we). That copy goes through the host, since
+    Numba copies between device arrays only of one layout; it is the rare case."""
     if not is_device(array):
-        return runtime.module.to_device(np.ascontiguousarray(array))
-    if out is not None and _overlap(array, out):
-        copy = runtime.module.device_array(array.shape, dtype=array.dtype)
-        copy.copy_to_device(array)
-        return copy
+        return runtime.module.to_device(np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("=")))
+    if out is not None and _may_share_memory(array, out):
+        return runtime.module.to_device(np.ascontiguousarray(array.copy_to_host()))
     return array
+
+
+def _may_share_memory(first, second) -> bool:
+    """Whether the byte ranges two device arrays span overlap (a bound: strided views that
+    interleave count as overlapping). The simulator's device arrays live in host memory and
+    export NumPy's array interface instead of CUDA's."""
+    if 0 in first.shape or 0 in second.shape:
+        return False
+    (a, b), (c, d) = _span(first), _span(second)
+    return a < d and c < b
+
+
+def _span(array) -> tuple[int, int]:
+    """The byte addresses [first, last) a device array touches."""
+    interface = getattr(array, "__cuda_array_interface__", None) or array.__array_interface__
+    start, itemsize = interface["data"][0], np.dtype(interface["typestr"]).itemsize
+    shape = interface["shape"]
+    strides = interface.get("strides") or tuple(itemsize * int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+    low = start + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
+    high = start + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides)) + itemsize
+    return low, high

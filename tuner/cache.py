@@ -9,6 +9,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from importlib.resources import files
@@ -17,6 +18,7 @@ from pathlib import Path
 import platformdirs
 
 from . import record
+
 
 class CacheError(ValueError):
     """A record that cannot be read or is not a record; the message names the file."""
@@ -55,7 +57,11 @@ def _locked(path: Path):
 def read_record(path: Path) -> dict:
     """The record in `path`, checked against the schema; CacheError saying what is wrong."""
     try:
-        with open(path, "rb") as file:
+        # Non-blocking, so that a FIFO or a device planted under the record's name cannot hang the reader.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(descriptor, "rb") as file:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise OSError("not a regular file")
             raw = file.read(record.MAX_BYTES + 1)
         if len(raw) > record.MAX_BYTES:
             raise OSError(f"over {record.MAX_BYTES} bytes, too large to be a record")
@@ -83,7 +89,11 @@ def _merge(old: dict, new: dict) -> dict:
 
 
 def write_record(path: Path, new: dict) -> None:
-    """Store the record `new` at `path`, merged with what another writer may have stored there."""
+    """Store the record `new` at `path`, merged with what another writer may have stored there.
+    A record that would fail its own schema is a bug here, and is refused before it is written."""
+    problem = record.problems(new)
+    if problem:
+        raise AssertionError(f"refusing to write an invalid record to {path}: {problem}")
     with _locked(path):
         if path.exists():
             try:

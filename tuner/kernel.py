@@ -105,12 +105,12 @@ class Kernel:
         self.check_operands(A, B, C)
         self.bind(A, B, C, alpha, beta)()
 
-    def bind(self, A, B, C, alpha=1.0, beta=0.0):
-        """A no-argument launch on checked operands, with the grid and scalars worked out once,
-        so that repeated launches (timing) pay only Numba's dispatch."""
+    def bind(self, A, B, C, alpha=1.0, beta=0.0, stream=0):
+        """A no-argument launch on checked operands, on `stream` (0: the default one), with the
+        grid and scalars worked out once, so that repeated launches pay only Numba's dispatch."""
         scalar = np.dtype(self.space.precision.accumulate).type
         alpha, beta = scalar(alpha), scalar(beta)
-        configured = self.function[self.grid(*C.shape), self.block]
+        configured = self.function[self.grid(*C.shape), self.block, stream]
         return lambda: configured(A, B, C, alpha, beta)
 
     def compile(self) -> None:

@@ -33,5 +33,10 @@ class Problem:
         return (self.m + self.n) * self.k * precision.input_bytes + 2 * self.m * self.n * precision.output_bytes
 
     @property
+    def reference_bytes(self) -> int:
+        """Host memory for verifying: float64 copies of A and B and their float64 product."""
+        return 8 * ((self.m + self.n) * self.k + self.m * self.n)
+
+    @property
     def key(self) -> str:
         return f"{self.dtype}-{self.m}x{self.n}x{self.k}"

@@ -14,7 +14,7 @@ from .config import Config
 from .devices import Device
 from .dtypes import PRECISIONS
 from .problem import Problem
-from .space import DOMAINS
+from .space import DOMAINS, Space
 
 FORMAT = 1
 RUNNERS_UP = 4
@@ -182,6 +182,13 @@ def problems(record) -> str:
 def configs(record: dict) -> list[Config]:
     """The ranked configurations of a checked record, best first."""
     return [Config(**entry["config"]) for entry in (record["best"], *record["runners_up"])]
+
+
+def valid_configs(record: dict) -> list[Config]:
+    """The ranked configurations that this version's space still accepts, best first. Its rules
+    are not part of the fingerprint, so a record can outlive them."""
+    space = Space.of(BACKENDS[record["device"]["backend"]], record["problem"]["dtype"])
+    return [config for config in configs(record) if not space.violations(config)]
 
 
 def entry(trial: int, config: dict, measurement: dict) -> dict:

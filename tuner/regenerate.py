@@ -57,7 +57,8 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, repo
     changes = []
     for problem in sorted(known, key=lambda problem: problem.key):
         records = known[problem]
-        if any(found["fingerprint"] == device.fingerprint for found in records):
+        current = [found for found in records if found["fingerprint"] == device.fingerprint]
+        if any(record.valid_configs(found) for found in current):
             changes.append(Change(problem, "current"))
             continue
         refusal = runtime.refuses(problem)
@@ -77,6 +78,8 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, repo
                 changes.append(Change(problem, "re-verified", details))
                 continue
             details.append("none passes now")
+        if current:
+            details.append("the configurations recorded for this device are no longer valid in this version of tuner")
         tuned_on = sorted({found["device"]["name"] for found in records})
         report(f"{problem.key}: re-tuning ({trials} variants), tuned before on {', '.join(tuned_on)}")
         changes.append(_retune(search, records, trials, details))
@@ -95,10 +98,7 @@ def _reverify(search: Search, old: dict) -> tuple[bool, list[str]]:
             details.append(f"{config.describe()}: no longer valid: {reasons[0]}")
         else:
             valid.append((entry, config))
-    queued = search.enqueue([config for _, config in valid])
-    outcome = search.run(len(queued), None, warm=False) if queued else None
-    if outcome is not None and outcome.interrupted:
-        raise KeyboardInterrupt
+    _measure_all(search, [config for _, config in valid])
     passed = 0
     for entry, config in valid:
         trial = search.measured(config)
@@ -114,6 +114,21 @@ def _reverify(search: Search, old: dict) -> tuple[bool, list[str]]:
             details.append(f"{config.describe()}: was {was}, fails now ({measurement['status']}: "
                            f"{measurement['reason']})")
     return passed > 0, details
+
+
+def _measure_all(search: Search, configs: list) -> None:
+    """Measure every one of `configs` the study has not measured. Trials an interrupted run left
+    queued are served first, so this goes on until none of `configs` is left."""
+    search.enqueue(configs)
+    for _ in range(len(configs) + search.queued()):
+        pending = [config for config in configs if search.measured(config) is None]
+        if not pending:
+            return
+        outcome = search.run(len(pending), None, warm=False)
+        if outcome.interrupted:
+            raise KeyboardInterrupt
+        if not outcome.measured:
+            return
 
 
 def _retune(search: Search, records: list[dict], trials: int, details: list[str]) -> Change:

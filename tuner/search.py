@@ -197,7 +197,8 @@ class Search:
                  sampler: str = "tpe", storage: str | None = None, name: str | None = None):
         self.runtime, self.problem, self.root, self.seed = runtime, problem, root, seed
         self.space = Space.of(runtime.backend, problem.dtype)
-        self.storage_label = _redacted(storage) if storage else "journal file under the cache directory"
+        label = _redacted(storage) if storage else "journal file under the cache directory"
+        self.storage_label = label if len(label) <= record.MAX_TEXT else "..." + label[3 - record.MAX_TEXT:]
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.study = optuna.create_study(
             storage=storage_for(storage, root, runtime), study_name=name or study_name(runtime, problem),
@@ -236,6 +237,10 @@ class Search:
     def warm_start(self) -> list[Config]:
         """Queue the known-good configurations (see warm_start_configs)."""
         return self.enqueue(warm_start_configs(self.space, self.root, self.runtime, self.problem))
+
+    def queued(self) -> int:
+        """Trials waiting in the study's queue."""
+        return len(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
     def measured(self, config: Config):
         """The study's finished trial that measured `config`, if any."""
@@ -327,9 +332,9 @@ class Search:
             self.history[_config_key(frozen.params)] = frozen
 
     def _update_cache(self, outcome: Outcome) -> None:
-        record = build_record(self.study, self.runtime, self.problem, self.storage_label)
-        if record is not None:
+        built = build_record(self.study, self.runtime, self.problem, self.storage_label)
+        if built is not None:
             with _shielded():
-                cache.write_record(self.path, record)
+                cache.write_record(self.path, built)
             outcome.record, outcome.record_path = cache.read_record(self.path), self.path
 

@@ -10,6 +10,7 @@ after one warning that names the command to tune it.
 import math
 import threading
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,10 @@ from .kernel import Kernel, load
 from .problem import Problem
 from .runtime import Runtime, detect_runtime
 from .space import Space
+
+
+# Products whose kernel choice is remembered; a program of many shapes recomputes the oldest.
+SHAPES_KEPT = 4096
 
 
 class UntunedWarning(UserWarning):
@@ -77,9 +82,9 @@ class Library:
     """The tuned configurations of one device, from the user's cache and the shipped one."""
 
     runtime: Runtime
-    tuned: list[tuple[Problem, Path, Config]]  # per record of this device: its best config valid here
+    entries: list[tuple[Problem, Path, Config]]  # per usable record of this device: its best valid config
     other_software: bool  # whether records of this GPU model with other software exist
-    kernels: dict = field(default_factory=dict)  # Problem -> TunedKernel
+    kernels: OrderedDict = field(default_factory=OrderedDict)  # Problem -> TunedKernel, most recent last
     compiled: dict = field(default_factory=dict)  # (dtype, Config) -> Kernel
     warned: set = field(default_factory=set)  # dtypes warned about
 
@@ -87,37 +92,38 @@ class Library:
     def load(cls, runtime: Runtime, root: Path) -> "Library":
         """The records of `runtime`'s device under `root` and in the shipped cache; a record
         that cannot be used is skipped with a SkippedRecordWarning naming it."""
-        def skipped(reason):
-            warnings.warn(f"tuner: skipping cache record {reason}", SkippedRecordWarning, stacklevel=6)
-
-        device = runtime.device
-        tuned, other_software = [], False
-        for _, path, found in cache.readable_records([root, cache.shipped_dir()], skipped):
+        device, simulate = runtime.device, " --simulate" if runtime.simulated else ""
+        skipped, entries, other_software = [], [], False
+        for _, path, found in cache.readable_records([root, cache.shipped_dir()], skipped.append):
             if found["fingerprint"] != device.fingerprint:
                 other_software |= Device.from_dict(found["device"]).model == device.model
                 continue
-            problem = record.problem_of(found)
-            space = Space.of(runtime.backend, problem.dtype)
-            valid = [config for config in record.configs(found) if not space.violations(config)]
+            valid = record.valid_configs(found)
             if valid:
-                tuned.append((problem, path, valid[0]))
+                entries.append((record.problem_of(found), path, valid[0]))
             else:
-                skipped(f"{path}: none of its configurations is valid in this version of tuner; "
-                        f"run: tuner regenerate --backend {runtime.backend.name}")
-        return cls(runtime, tuned, other_software)
+                skipped.append(f"{path}: none of its configurations is valid in this version of tuner; "
+                               f"run: tuner regenerate --backend {runtime.backend.name}{simulate}")
+        for reason in skipped:
+            warnings.warn(f"tuner: skipping cache record {reason}", SkippedRecordWarning, stacklevel=4)
+        return cls(runtime, entries, other_software)
 
     def kernel(self, problem: Problem) -> TunedKernel:
         """The compiled kernel for `problem`: tuned for the nearest shape, or the default."""
-        if problem not in self.kernels:
-            candidates = [(distance(problem, tuned_for), index)
-                          for index, (tuned_for, _, _) in enumerate(self.tuned) if tuned_for.dtype == problem.dtype]
-            space = Space.of(self.runtime.backend, problem.dtype)
-            if candidates:
-                tuned_for, path, config = self.tuned[min(candidates)[1]]
-            else:
-                self._warn_untuned(problem)
-                tuned_for, path, config = None, None, space.default()
-            self.kernels[problem] = TunedKernel(self._compile(space, config), problem, path, tuned_for)
+        if problem in self.kernels:
+            self.kernels.move_to_end(problem)
+            return self.kernels[problem]
+        candidates = [(distance(problem, tuned_for), index)
+                      for index, (tuned_for, _, _) in enumerate(self.entries) if tuned_for.dtype == problem.dtype]
+        space = Space.of(self.runtime.backend, problem.dtype)
+        if candidates:
+            tuned_for, path, config = self.entries[min(candidates)[1]]
+        else:
+            self._warn_untuned(problem)
+            tuned_for, path, config = None, None, space.default()
+        self.kernels[problem] = TunedKernel(self._compile(space, config), problem, path, tuned_for)
+        if len(self.kernels) > SHAPES_KEPT:
+            self.kernels.popitem(last=False)
         return self.kernels[problem]
 
     def _compile(self, space: Space, config: Config) -> Kernel:
@@ -194,6 +200,11 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0):
     m, n, k = call.shape
     if m and n:
         with _lock:
-            tuned = library.kernel(Problem(m, n, max(k, 1), call.dtype))
-        tuned.kernel.bind(call.A, call.B, call.C, alpha, beta)()
+            kernel = library.kernel(Problem(m, n, max(k, 1), call.dtype)).kernel
+        # A grid has at most grid_rows row tiles: a taller product runs as several launches.
+        rows = kernel.config.block_m * library.runtime.backend.limits.grid_rows
+        parts = [(call.A, call.C)] if m <= rows else [
+            (call.A[first:first + rows], call.C[first:first + rows]) for first in range(0, m, rows)]
+        for A_rows, C_rows in parts:
+            kernel.bind(A_rows, call.B, C_rows, alpha, beta, call.stream)()
     return call.result()
