@@ -121,7 +121,8 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta) -> Call:
         raise ValueError(f"beta={beta} scales C, so pass C as out= (or leave beta at 0)")
     host = [array for array in (A, B, C) if array is not None and not is_device(array)]
     needed = sum(array.nbytes for array in host) + (m * n * output.itemsize if C is None else 0)
-    free = min(runtime.module.current_context().get_memory_info().free, runtime.device.memory_bytes)
+    free = min(runtime.module.current_context().get_memory_info().free, runtime.device.memory_bytes) \
+        if needed else 0  # asked only when something is allocated: a driver call per product
     if needed > free:
         raise MemoryError(f"this product needs {needed / 2**30:.2f} GiB on the device, which has "
                           f"{free / 2**30:.2f} GiB free; split it into smaller products")
