@@ -52,12 +52,14 @@ def _first_call(shape, dtype) -> dict:
 
     first_seconds, result = _elapsed(call)
     second_seconds, _ = _elapsed(call)
+    stats = getattr(kernel.kernel.function, "stats", None)  # the simulator keeps none
+    disk_cache = {"hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values())} if stats else None
     reference = A.astype(np.float64) @ B.astype(np.float64)
     error = float(np.linalg.norm(result.copy_to_host() - reference) / np.linalg.norm(reference))
     return {"first_use_seconds": setup_seconds + first_seconds,
             "import_seconds": import_seconds, "get_kernel_seconds": setup_seconds,
             "first_call_seconds": first_seconds, "second_call_seconds": second_seconds,
-            "relative_error": error, "tuned": kernel.tuned, "config": kernel.config.as_dict(),
+            "relative_error": error, "tuned": kernel.tuned, "config": kernel.config.as_dict(), "disk_cache": disk_cache,
             "record": str(kernel.record) if kernel.record else None}
 
 
@@ -174,7 +176,7 @@ def main() -> None:
         print(f"{phase:5} first use {row['first_use_seconds']:.3f} s = get_kernel {row['get_kernel_seconds']:.3f} s "
               f"+ first call {row['first_call_seconds']:.4f} s; import {row['import_seconds']:.3f} s, "
               f"second call {row['second_call_seconds']:.4f} s, "
-              f"error {row['relative_error']:.2e}, tuned {row['tuned']}")
+              f"error {row['relative_error']:.2e}, tuned {row['tuned']}, Numba disk cache {row['disk_cache']}")
     dispatch = results["dispatch"]
     for name, seconds in dispatch.get("seconds_per_call", {}).items():
         print(f"dispatch {name:28} {seconds * 1e6:8.1f} us per call")

@@ -107,3 +107,16 @@ def test_a_current_record_with_no_valid_configuration_is_re_tuned(tmp_path, caps
     assert _regenerate(tmp_path, "--trials", "1") == 0
     out = capsys.readouterr().out
     assert "float32-16x16x16: re-tuned" in out and "no longer valid in this version of tuner" in out
+
+
+def test_a_product_whose_study_already_measured_the_configurations_gets_its_record_back(tmp_path, capsys):
+    assert main(["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--trials", "1",
+                 "--cache-dir", str(tmp_path)]) == 0
+    searched = cache.record_path(tmp_path, HERE.slug, PROBLEM.key)
+    found = cache.read_record(searched)
+    cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
+                       {**found, "fingerprint": OLD_TEMPLATES.fingerprint, "device": OLD_TEMPLATES.as_dict()})
+    searched.unlink()
+    assert _regenerate(tmp_path) == 0
+    assert "float32-16x16x16: re-verified" in capsys.readouterr().out
+    assert _here(tmp_path)["best"]["config"] == found["best"]["config"]

@@ -99,6 +99,7 @@ def _reverify(search: Search, old: dict) -> tuple[bool, list[str]]:
         else:
             valid.append((entry, config))
     _measure_all(search, [config for _, config in valid])
+    search.save()  # also when the study had measured them all already
     passed = 0
     for entry, config in valid:
         trial = search.measured(config)

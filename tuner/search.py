@@ -269,7 +269,7 @@ class Search:
                     break
                 measurement = self._step(operands, outcome)
                 if measurement is not None:
-                    self._update_cache(outcome)
+                    outcome.record, outcome.record_path = self.save()
                     if progress:
                         progress(outcome, measurement, self.best_gflops())
         except KeyboardInterrupt:
@@ -277,7 +277,7 @@ class Search:
             if self._running is not None:
                 with _shielded():
                     self.study.tell(self._running, state=TrialState.FAIL, skip_if_finished=True)
-        self._update_cache(outcome)
+        outcome.record, outcome.record_path = self.save()
         return outcome
 
     @staticmethod
@@ -331,10 +331,12 @@ class Search:
         if kind == "measured":
             self.history[_config_key(frozen.params)] = frozen
 
-    def _update_cache(self, outcome: Outcome) -> None:
+    def save(self) -> tuple[dict | None, Path | None]:
+        """Write the study's best so far to the cache: the record as stored and its path, or
+        (None, None) while no variant has passed."""
         built = build_record(self.study, self.runtime, self.problem, self.storage_label)
-        if built is not None:
-            with _shielded():
-                cache.write_record(self.path, built)
-            outcome.record, outcome.record_path = cache.read_record(self.path), self.path
-
+        if built is None:
+            return None, None
+        with _shielded():
+            cache.write_record(self.path, built)
+        return cache.read_record(self.path), self.path

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The whole tuner checked on a GPU machine, in parts that each fit one 10-minute device call.
+# From the repository root there, with .whl carried (bench/fetch_wheels.sh fills it here):
+#   bash bench/gpu_check.sh e2e $OUT     tuner devices; tuner search float32 and float64 at 4096^3
+#                                        and float32 at 1000^3; tuner list; bench/matmul_on_gpu.py
+#                                        (NumPy, Numba, CuPy against cuBLAS; first-call latency;
+#                                        dispatch); tuner regenerate after a simulated template
+#                                        change; tuner list
+#   bash bench/gpu_check.sh sweep $OUT   bench/sweep.py, float32 4096^3, for SWEEP_BUDGET seconds
+#                                        (default 480), after the sweeps already in bench/data/
+# Writes $OUT/PART.log (every command with its exit status and output) and $OUT/PART.tar.gz (the
+# cache, the studies and the JSON outputs); the sweep's JSON lines also as $OUT/sweep-*.jsonl.
+# SIMULATE=1 runs it all on Numba's CUDA simulator with tiny shapes: a dry run, times meaningless.
+set -uo pipefail
+part=${1:?usage: bench/gpu_check.sh e2e|sweep OUTDIR}
+out=${2:?usage: bench/gpu_check.sh e2e|sweep OUTDIR}
+mkdir -p "$out"
+exec > >(tee "$out/$part.log") 2>&1
+work=$(mktemp -d)
+export PYTHONUNBUFFERED=1 TUNER_CACHE_DIR="$work/cache" TUNER_KERNEL_DIR="$work/kernels"
+if [ "${SIMULATE:-0}" = 1 ]; then
+  export NUMBA_ENABLE_CUDASIM=1
+  big=(32 32 32) odd=(24 20 18) simulate=(--simulate) trials=(--trials 2)
+else
+  big=(4096 4096 4096) odd=(1000 1000 1000) simulate=() trials=()
+fi
+python=${PYTHON:-python3}
+
+step() {  # run one command, saying what it was and how it ended
+  echo "=== $(date -u +%H:%M:%S) $*"
+  "$@"
+  echo "=== exit $?"
+}
+
+if [ "${SKIP_INSTALL:-0}" != 1 ]; then
+  step "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  step "$python" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target /tmp/site .
+  export PYTHONPATH=/tmp/site PATH="/tmp/site/bin:$PATH"
+fi
+echo "tuner at $(git rev-parse HEAD 2>/dev/null)$(git status --porcelain 2>/dev/null | grep -q . && echo ' (modified)')"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv 2>&1 || true
+"$python" -c 'import importlib.metadata as m, sys; print(sys.version)
+for name in ("tuner", "numba", "numba-cuda", "numpy", "optuna", "jinja2", "cupy-cuda13x", "torch"):
+    try: print(name, m.version(name))
+    except m.PackageNotFoundError: print(name, "missing")'
+
+case $part in
+e2e)
+  step "$python" -m tuner devices --json
+  step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${big[@]}" --timeout 120 "${trials[@]}"
+  step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float64 --shape "${big[@]}" --timeout 120 "${trials[@]}"
+  step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${odd[@]}" --timeout 60 "${trials[@]}"
+  step "$python" -m tuner list
+  step "$python" bench/matmul_on_gpu.py "$work/matmul" --shape "${big[@]}"
+  # As after a template change: the float32 record becomes one of this GPU under older templates,
+  # and the study is moved aside (kept in the tarball), so regenerate must re-render, re-verify
+  # and re-time its configurations.
+  step "$python" - <<'PY'
+import dataclasses, os
+from pathlib import Path
+from tuner import cache
+from tuner.devices import Device
+root = Path(os.environ["TUNER_CACHE_DIR"])
+path = next(p for p in cache.record_paths(root) if "float32" in p.name)
+found = cache.read_record(path)
+device = Device.from_dict(found["device"])
+older = dataclasses.replace(device, software={**device.software, "templates": "older"})
+moved = {**found, "fingerprint": older.fingerprint, "device": older.as_dict()}
+cache.write_record(cache.record_path(root, older.slug, path.stem), moved)
+path.unlink()
+study = root / "studies" / f"{device.slug}.journal"
+study.rename(study.with_suffix(".journal.searched"))
+print("moved", path, "to", cache.record_path(root, older.slug, path.stem), "and the study aside")
+PY
+  step "$python" -m tuner regenerate "${simulate[@]}" "${trials[@]}"
+  step "$python" -m tuner list --json
+  mkdir -p "$work/out" && cp -r "$TUNER_CACHE_DIR" "$work/matmul" "$work/out/"
+  ;;
+sweep)
+  step "$python" bench/sweep.py "$work/out" --shape "${big[@]}" --budget "${SWEEP_BUDGET:-480}" \
+    --skip $(ls bench/data/sweep-*.jsonl 2>/dev/null)
+  cp "$work"/out/sweep-*.jsonl "$out/"
+  ;;
+*)
+  echo "unknown part $part: e2e or sweep"; exit 2 ;;
+esac
+tar czf "$out/$part.tar.gz" -C "$work/out" .
+echo "=== wrote $(ls "$out")"
