@@ -34,7 +34,6 @@ step() {  # run one command, saying what it was and how it ended
 
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   step "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  step "$python" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target /tmp/site .
   export PYTHONPATH=/tmp/site PATH="/tmp/site/bin:$PATH"
 fi
 echo "tuner at $(git rev-parse HEAD 2>/dev/null)$(git status --porcelain 2>/dev/null | grep -q . && echo ' (modified)')"
