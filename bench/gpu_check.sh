@@ -6,23 +6,25 @@
 #                                        (NumPy, Numba, CuPy against cuBLAS; first-call latency;
 #                                        dispatch); tuner regenerate after a simulated template
 #                                        change; tuner list
+#   bash bench/gpu_check.sh compare $OUT bench/versus_cublas.py: tuned kernels (from the records in
+#                                        cache/, so commit e2e's first) against cuBLAS and the seeds
 #   bash bench/gpu_check.sh sweep $OUT   bench/sweep.py, float32 4096^3, for SWEEP_BUDGET seconds
 #                                        (default 480), after the sweeps already in bench/data/
 # Writes $OUT/PART.log (every command with its exit status and output) and $OUT/PART.tar.gz (the
 # cache, the studies and the JSON outputs); the sweep's JSON lines also as $OUT/sweep-*.jsonl.
 # SIMULATE=1 runs it all on Numba's CUDA simulator with tiny shapes: a dry run, times meaningless.
 set -uo pipefail
-part=${1:?usage: bench/gpu_check.sh e2e|sweep OUTDIR}
-out=${2:?usage: bench/gpu_check.sh e2e|sweep OUTDIR}
+part=${1:?usage: bench/gpu_check.sh e2e|compare|sweep OUTDIR}
+out=${2:?usage: bench/gpu_check.sh e2e|compare|sweep OUTDIR}
 mkdir -p "$out"
 exec > >(tee "$out/$part.log") 2>&1
 work=$(mktemp -d)
 export PYTHONUNBUFFERED=1 TUNER_CACHE_DIR="$work/cache" TUNER_KERNEL_DIR="$work/kernels"
 if [ "${SIMULATE:-0}" = 1 ]; then
   export NUMBA_ENABLE_CUDASIM=1
-  big=(32 32 32) odd=(24 20 18) simulate=(--simulate) trials=(--trials 2)
+  big=(32 32 32) odd=(24 20 18) simulate=(--simulate) trials=(--trials 2) shapes=(--shapes 16,16,16 13,17,9)
 else
-  big=(4096 4096 4096) odd=(1000 1000 1000) simulate=() trials=()
+  big=(4096 4096 4096) odd=(1000 1000 1000) simulate=() trials=() shapes=()
 fi
 python=${PYTHON:-python3}
 
@@ -75,13 +77,16 @@ PY
   step "$python" -m tuner list --json
   mkdir -p "$work/out" && cp -r "$TUNER_CACHE_DIR" "$work/matmul" "$work/out/"
   ;;
+compare)
+  step "$python" bench/versus_cublas.py "$work/out" "${shapes[@]}"
+  ;;
 sweep)
   step "$python" bench/sweep.py "$work/out" --shape "${big[@]}" --budget "${SWEEP_BUDGET:-480}" \
     --skip $(ls bench/data/sweep-*.jsonl 2>/dev/null)
   cp "$work"/out/sweep-*.jsonl "$out/"
   ;;
 *)
-  echo "unknown part $part: e2e or sweep"; exit 2 ;;
+  echo "unknown part $part: e2e, compare or sweep"; exit 2 ;;
 esac
 tar czf "$out/$part.tar.gz" -C "$work/out" .
 echo "=== wrote $(ls "$out")"
