@@ -178,8 +178,8 @@ def test_bad_input_is_a_clear_exception(operands, keywords, error, message):
 
 def test_array_interface_exporters_are_used_in_place():
     if not hasattr(cuda, "as_cuda_array"):
-        pytest.skip("Numba's CUDA simulator has no __cuda_array_interface__; CuPy and PyTorch operands are "
-                    "checked on the GPU by bench/matmul_on_gpu.py")
+        pytest.skip("Numba's CUDA simulator has no __cuda_array_interface__; CuPy (and, where installed, "
+                    "PyTorch) operands are checked on a GPU by bench/matmul_on_gpu.py")
     cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
     A, B = _operands(33, 17, 9)
     result = tuner.matmul(cupy.asarray(A), cupy.asarray(B))
