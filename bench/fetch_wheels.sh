@@ -13,4 +13,5 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
 # tuner itself, built here so that the GPU machine installs it without building anything.
 python3 -m pip wheel -q --no-deps -w .whl .
 rm -rf build ./*.egg-info
+echo "$(git rev-parse HEAD)$(git status --porcelain --untracked-files=no | grep -q . && echo ' (modified)')" > .whl/COMMIT
 ls -l .whl

@@ -19,27 +19,33 @@ out=${2:?usage: bench/gpu_check.sh e2e|compare|sweep OUTDIR}
 mkdir -p "$out"
 exec > >(tee "$out/$part.log") 2>&1
 work=$(mktemp -d)
-export PYTHONUNBUFFERED=1 TUNER_CACHE_DIR="$work/cache" TUNER_KERNEL_DIR="$work/kernels"
+mkdir -p "$work/out"
+# PYTHONSAFEPATH: `python -m tuner` must import the installed tuner, not the source tree here.
+export PYTHONUNBUFFERED=1 PYTHONSAFEPATH=1 TUNER_CACHE_DIR="$work/out/cache" TUNER_KERNEL_DIR="$work/kernels"
 if [ "${SIMULATE:-0}" = 1 ]; then
   export NUMBA_ENABLE_CUDASIM=1
   big=(32 32 32) odd=(24 20 18) simulate=(--simulate) trials=(--trials 2) shapes=(--shapes 16,16,16 13,17,9)
 else
-  big=(4096 4096 4096) odd=(1000 1000 1000) simulate=() trials=() shapes=()
+  big=(4096 4096 4096) odd=(1000 1000 1000) simulate=() trials=(--trials 10) shapes=()
 fi
 python=${PYTHON:-python3}
 
-step() {  # run one command, saying what it was and how it ended
+failed=0
+step() {  # run one command, say how it ended, and pack what there is so far (a killed part keeps it)
   echo "=== $(date -u +%H:%M:%S) $*"
   "$@"
-  echo "=== exit $?"
+  local status=$?
+  echo "=== exit $status"
+  [ $status = 0 ] || failed=$((failed + 1))
+  tar czf "$out/$part.tar.gz" -C "$work/out" .
 }
 
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   step "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site PATH="/tmp/site/bin:$PATH"
 fi
-echo "tuner at $(git rev-parse HEAD 2>/dev/null)$(git status --porcelain 2>/dev/null | grep -q . && echo ' (modified)')"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv 2>&1 || true
+echo "tuner at $(cat .whl/COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null)"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total,compute_mode --format=csv 2>&1 || true
 "$python" -c 'import importlib.metadata as m, sys; print(sys.version)
 for name in ("tuner", "numba", "numba-cuda", "numpy", "optuna", "jinja2", "cupy-cuda13x", "torch"):
     try: print(name, m.version(name))
@@ -48,21 +54,23 @@ for name in ("tuner", "numba", "numba-cuda", "numpy", "optuna", "jinja2", "cupy-
 case $part in
 e2e)
   step "$python" -m tuner devices --json
-  step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${big[@]}" --timeout 120 "${trials[@]}"
-  step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float64 --shape "${big[@]}" --timeout 120 "${trials[@]}"
-  step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${odd[@]}" --timeout 60 "${trials[@]}"
+  search_trials=("${trials[@]}")
+  [ "${SIMULATE:-0}" = 1 ] || search_trials=()
+  step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${big[@]}" --timeout 100 "${search_trials[@]}"
+  step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float64 --shape "${big[@]}" --timeout 100 "${search_trials[@]}"
+  step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${odd[@]}" --timeout 45 "${search_trials[@]}"
   step "$python" -m tuner list
-  step "$python" bench/matmul_on_gpu.py "$work/matmul" --shape "${big[@]}"
-  # As after a template change: the float32 record becomes one of this GPU under older templates,
+  step "$python" bench/matmul_on_gpu.py "$work/out/matmul" --shape "${big[@]}"
+  # As after a template change: the float32 big record becomes one of this GPU under older templates,
   # and the study is moved aside (kept in the tarball), so regenerate must re-render, re-verify
   # and re-time its configurations.
-  step "$python" - <<'PY'
+  BIG="float32-$(IFS=x; echo "${big[*]}").json" step "$python" - <<'PY'
 import dataclasses, os
 from pathlib import Path
 from tuner import cache
 from tuner.devices import Device
 root = Path(os.environ["TUNER_CACHE_DIR"])
-path = next(p for p in cache.record_paths(root) if "float32" in p.name)
+path = next(p for p in cache.record_paths(root) if p.name == os.environ["BIG"])
 found = cache.read_record(path)
 device = Device.from_dict(found["device"])
 older = dataclasses.replace(device, software={**device.software, "templates": "older"})
@@ -75,18 +83,18 @@ print("moved", path, "to", cache.record_path(root, older.slug, path.stem), "and 
 PY
   step "$python" -m tuner regenerate "${simulate[@]}" "${trials[@]}"
   step "$python" -m tuner list --json
-  mkdir -p "$work/out" && cp -r "$TUNER_CACHE_DIR" "$work/matmul" "$work/out/"
   ;;
 compare)
-  step "$python" bench/versus_cublas.py "$work/out" "${shapes[@]}"
+  # The records committed to cache/ (e2e's), read as the user cache: the tuned kernels are theirs.
+  TUNER_CACHE_DIR="$PWD/cache" step "$python" bench/versus_cublas.py "$work/out" "${shapes[@]}"
   ;;
 sweep)
-  step "$python" bench/sweep.py "$work/out" --shape "${big[@]}" --budget "${SWEEP_BUDGET:-480}" \
+  # Straight into $out, line by line, so a run cut short still returns what it measured.
+  step "$python" bench/sweep.py "$out" --shape "${big[@]}" --budget "${SWEEP_BUDGET:-480}" \
     --skip $(ls bench/data/sweep-*.jsonl 2>/dev/null)
-  cp "$work"/out/sweep-*.jsonl "$out/"
   ;;
 *)
   echo "unknown part $part: e2e, compare or sweep"; exit 2 ;;
 esac
-tar czf "$out/$part.tar.gz" -C "$work/out" .
-echo "=== wrote $(ls "$out")"
+echo "=== $failed failed steps; wrote $(ls "$out" | tr '\n' ' ')"
+[ $failed = 0 ]

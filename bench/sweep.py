@@ -19,6 +19,7 @@ and the run stops before the budget, so a run cut short still leaves a readable 
 """
 import argparse
 import concurrent.futures
+import concurrent.futures.process
 import itertools
 import json
 import multiprocessing
@@ -53,14 +54,12 @@ def _compile(backend: str, dtype: str, config: dict) -> tuple[float, str]:
     return time.perf_counter() - start, ""
 
 
-def _resources(kernel, signature: str) -> dict:
-    function = kernel.function
-    try:
-        return {"registers": function.get_regs_per_thread(signature),
-                "shared_bytes": function.get_shared_mem_per_block(signature),
-                "local_bytes": function.get_local_mem_per_thread(signature)}
-    except Exception:  # the simulator compiles nothing
+def _resources(compiled) -> dict:
+    """Registers, shared and local (spill and stack) memory of a compiled kernel; None simulated."""
+    if compiled is None:
         return {"registers": None, "shared_bytes": None, "local_bytes": None}
+    return {"registers": compiled.regs_per_thread, "shared_bytes": compiled.shared_mem_per_block,
+            "local_bytes": compiled.local_mem_per_thread}
 
 
 def _measure(runtime, space, problem, config, operands, compiled: tuple[float, str]) -> dict:
@@ -72,14 +71,12 @@ def _measure(runtime, space, problem, config, operands, compiled: tuple[float, s
     start = time.perf_counter()
     try:
         kernel = load(space, config)
-        kernel.compile()
+        compiled = kernel.compile()
     except Exception as failure:
         return {**row, "status": "compile", "reason": f"{type(failure).__name__}: {failure}"[:300]}
     row["load_seconds"] = round(time.perf_counter() - start, 4)
+    row.update(_resources(compiled))
     precision = space.precision
-    operand = f"{precision.input}[:, ::1]"
-    row.update(_resources(kernel, f"void({operand}, {operand}, {precision.output}[:, ::1], "
-                                  f"{precision.accumulate}, {precision.accumulate})"))
     try:
         start = time.perf_counter()
         relative_error, wrong = verify(runtime, kernel, operands, TOLERANCE[precision.accumulate])
@@ -114,8 +111,10 @@ def export(paths: list[Path], target: Path) -> None:
 
     Kernel Tuner's layout: tune_params (the domains) and a cache keyed by the comma-joined values,
     each entry holding its parameters, `time` (mean ms) and `times` (ms), or a failure string.
-    Statically invalid combinations are entered as "InvalidConfig", so the file covers the whole
-    Cartesian space, as Kernel Tuner's simulation mode expects; booleans are written as 0 and 1.
+    Statically invalid combinations are entered as "InvalidConfig", and booleans are written as 0
+    and 1. Kernel Tuner opens cache files with a plain open(): gunzip a copy for it. A sampled
+    sweep leaves valid configurations out, which Kernel Tuner's simulation mode refuses when it
+    reaches one; the project's own replay takes the sample as the space.
     """
     import gzip
 
@@ -140,16 +139,19 @@ def export(paths: list[Path], target: Path) -> None:
         numeric = {name: int(value) for name, value in config.as_dict().items()}
         key = ",".join(str(numeric[name]) for name in names)
         row = rows.get(json.dumps(config.as_dict(), sort_keys=True))
+        # Kernel Tuner's simulation mode reads these on every entry, failed ones included.
+        common = {**numeric, "compile_time": 0, "verification_time": 0, "benchmark_time": 0, "strategy_time": 0,
+                  "framework_time": 0, "timestamp": header["started"]}
         if space.violations(config):
-            cache[key] = {**numeric, "time": "InvalidConfig"}
+            cache[key] = {**common, "time": "InvalidConfig"}
         elif row is None:
             continue  # valid but not measured: a sample leaves these out
         elif row["status"] != "ok":
-            cache[key] = {**numeric, "time": FAILED[row["status"]], "reason": row["reason"],
+            cache[key] = {**common, "time": FAILED[row["status"]], "reason": row["reason"],
                           "compile_time": row["compile_seconds"] * 1e3}
         else:
             times = [seconds * 1e3 for seconds in row["times"]]
-            cache[key] = {**numeric, "time": statistics.fmean(times), "times": times,
+            cache[key] = {**common, "time": statistics.fmean(times), "times": times,
                           "compile_time": (row["compile_seconds"] + row["load_seconds"]) * 1e3,
                           "verification_time": row["verification_seconds"] * 1e3,
                           "benchmark_time": sum(times), "GFLOP/s": row["gflops"],
@@ -172,7 +174,8 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--shape", nargs=3, type=int, default=[4096, 4096, 4096])
     parser.add_argument("--budget", type=float, default=480.0, help="seconds to measure for (default 480)")
-    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    parser.add_argument("--workers", type=int, default=max(1, min(15, len(os.sched_getaffinity(0)) - 1)),
+                        help="compiling processes, each with its own CUDA context (default: cores - 1, at most 15)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the order (keep it across runs)")
     parser.add_argument("--skip", nargs="*", default=[], help="earlier sweep files whose configurations to skip")
     parser.add_argument("--export", nargs="+", type=Path, metavar="SWEEP",
@@ -191,14 +194,15 @@ def main() -> None:
     todo = [config for config in order if json.dumps(config.as_dict(), sort_keys=True) not in done]
     operands = Operands.fresh(runtime, space, problem, args.seed)
     args.outdir.mkdir(parents=True, exist_ok=True)
-    path = args.outdir / f"sweep-{args.backend}-{args.dtype}-{problem.m}x{problem.n}x{problem.k}.jsonl"
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = args.outdir / f"sweep-{args.backend}-{args.dtype}-{problem.m}x{problem.n}x{problem.k}-{stamp}.jsonl"
     header = {"header": {
         "device": runtime.device.as_dict(), "clock": runtime.clock, "problem": problem.key,
         "versions": software(("numba", "numba-cuda", "numpy", "tuner")), "python": sys.version.split()[0],
         "command": " ".join(sys.argv), "space_size": len(order), "already_measured": len(done),
         "order_seed": args.seed, "protocol": PROTOCOL.__dict__, "workers": args.workers,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}
-    measured, setup = 0, time.monotonic() - started
+    measured, launch_failures, setup = 0, 0, time.monotonic() - started
     context = multiprocessing.get_context("spawn")
     with open(path, "a") as out, concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=context) as pool:
         out.write(json.dumps(header) + "\n")
@@ -211,10 +215,19 @@ def main() -> None:
             elapsed = time.monotonic() - started
             if elapsed + 2 * (elapsed - setup) / max(measured, 1) > args.budget:  # room for two more
                 break
-            row = _measure(runtime, space, problem, config, operands, futures.pop(config).result())
+            try:
+                compiled = futures.pop(config).result()
+            except concurrent.futures.process.BrokenProcessPool as error:
+                print(f"stopping: a compiling process died ({error})")
+                break
+            row = _measure(runtime, space, problem, config, operands, compiled)
             out.write(json.dumps(row) + "\n")
             out.flush()
             measured += 1
+            launch_failures = launch_failures + 1 if row["status"] == "launch" else 0
+            if launch_failures >= 3:  # a faulted CUDA context fails every later launch too
+                print(f"stopping: 3 launches in a row failed, the last with {row['reason']}")
+                break
         pool.shutdown(cancel_futures=True)
     print(f"measured {measured} of {len(todo)} configurations left ({len(order)} valid, {len(done)} measured "
           f"before) in {time.monotonic() - started:.0f} s: {path}")

@@ -113,15 +113,16 @@ class Kernel:
         configured = self.function[self.grid(*C.shape), self.block, stream]
         return lambda: configured(A, B, C, alpha, beta)
 
-    def compile(self) -> None:
+    def compile(self):
         """Compile now for C-contiguous operands, so compile errors surface apart from launch
-        errors. The simulator interprets the Python source and has nothing to compile."""
+        errors: Numba's compiled kernel (registers, shared and local memory), or None on the
+        simulator, which interprets the Python source and has nothing to compile."""
         if simulating():
-            return
+            return None
         precision = self.space.precision
         operand = f"{precision.input}[:, ::1]"
-        self.function.compile(f"void({operand}, {operand}, {precision.output}[:, ::1], "
-                              f"{precision.accumulate}, {precision.accumulate})")
+        return self.function.compile(f"void({operand}, {operand}, {precision.output}[:, ::1], "
+                                     f"{precision.accumulate}, {precision.accumulate})")
 
     def check_operands(self, A, B, C) -> None:
         """ValueError unless A is (m, k), B is (k, n) and C is (m, n) in this kernel's dtypes.
