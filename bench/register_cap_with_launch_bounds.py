@@ -7,13 +7,12 @@ and without a cap of 128 registers.
 """
 import json
 import os
-import platform
 import subprocess
 import tempfile
-import time
-from importlib.metadata import version
 
 from numba import cuda, types
+
+from provenance import provenance
 
 from tuner.backends import CUDA
 from tuner.config import Config
@@ -39,11 +38,8 @@ def main():
                          "registers": resources.registers, "spill_store_bytes": resources.spill_store_bytes})
     ptxas = subprocess.run([ptxas_path(), "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
     print(json.dumps({
-        "command": "python bench/register_cap_with_launch_bounds.py",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "device": "none: compile_ptx for sm_90 and ptxas on the CPU",
-        "host": {"machine": platform.machine(), "cpu_count": os.cpu_count(), "python": platform.python_version()},
-        "versions": {name: version(name) for name in ("numba", "numba-cuda", "llvmlite")},
+        **provenance("python bench/register_cap_with_launch_bounds.py",
+                     "none: compile_ptx for sm_90 and ptxas on the CPU"),
         "ptxas": ptxas,
         "config": config.as_dict(),
         "runs": runs,

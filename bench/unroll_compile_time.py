@@ -7,11 +7,10 @@ copies them. The space's rule (MAX_UNROLLED_MULTIPLY_ADDS) is lifted here to mea
 """
 import json
 import os
-import platform
 import sys
 import tempfile
-import time
-from importlib.metadata import version
+
+from provenance import provenance
 
 from tuner import space as space_module
 from tuner.backends import CUDA
@@ -34,11 +33,7 @@ def main():
         print(f"unroll_k={unroll:2d} multiply-adds/trip={64 * unroll:4d} compile_ptx={seconds:6.1f}s "
               f"registers={resources.registers}", file=sys.stderr)
     print(json.dumps({
-        "command": "python bench/unroll_compile_time.py",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "device": "none: compile_ptx for sm_90 on the CPU",
-        "host": {"machine": platform.machine(), "cpu_count": os.cpu_count(), "python": platform.python_version()},
-        "versions": {name: version(name) for name in ("numba", "numba-cuda", "llvmlite")},
+        **provenance("python bench/unroll_compile_time.py", "none: compile_ptx for sm_90 on the CPU"),
         "runs": runs,
     }, indent=1))
 
