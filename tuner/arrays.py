@@ -70,13 +70,13 @@ def _like(result, model):
 
 def _on_device(runtime: Runtime, array):
     """A device array the kernel can take: a Numba array as is, an exporter wrapped (no copy)."""
-    if hasattr(array, "__cuda_array_interface__") and not hasattr(array, "copy_to_host"):
-        wrap = getattr(runtime.module, "as_cuda_array", None)
-        if wrap is None:
-            raise TypeError(f"numba.{runtime.backend.module} takes no __cuda_array_interface__ arrays; "
-                            "pass NumPy arrays or Numba device arrays")
-        return wrap(array)
-    return array
+    if hasattr(array, "copy_to_host"):  # checked first: the interface property builds a dict
+        return array
+    wrap = getattr(runtime.module, "as_cuda_array", None)
+    if wrap is None:
+        raise TypeError(f"numba.{runtime.backend.module} takes no __cuda_array_interface__ arrays; "
+                        "pass NumPy arrays or Numba device arrays")
+    return wrap(array)
 
 
 def _matrix(runtime: Runtime, array, name: str):

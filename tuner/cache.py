@@ -7,6 +7,7 @@ Records measured for this project on real GPUs ship read-only in the repository'
 """
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import stat
@@ -30,6 +31,12 @@ def cache_dir(override: str | os.PathLike | None = None) -> Path:
         return Path(override)
     if os.environ.get("TUNER_CACHE_DIR"):
         return Path(os.environ["TUNER_CACHE_DIR"])
+    return _user_cache_dir()
+
+
+@functools.cache
+def _user_cache_dir() -> Path:
+    """The platform's user cache directory for tuner, asked once: tuner.matmul looks it up per call."""
     return Path(platformdirs.user_cache_dir("tuner"))
 
 
@@ -118,14 +125,14 @@ def record_id(root: Path, path: Path) -> str:
     return str(path.relative_to(root / "records").with_suffix(""))
 
 
-def readable_records(roots: list[Path], skipped) -> list[tuple[Path, Path, dict]]:
-    """(root, path, record) for every record under `roots` that passes the schema, in order;
-    `skipped(error)` is called with the CacheError of every other one."""
+def readable_records(root: Path, skipped) -> list[tuple[Path, Path, dict]]:
+    """(root, path, record) for every record under the user's `root`, then the shipped ones,
+    that passes the schema; `skipped(error)` is called with the CacheError of every other one."""
     found = []
-    for root in roots:
-        for path in record_paths(root):
+    for directory in (root, shipped_dir()):
+        for path in record_paths(directory):
             try:
-                found.append((root, path, read_record(path)))
+                found.append((directory, path, read_record(path)))
             except CacheError as error:
                 skipped(error)
     return found

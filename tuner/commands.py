@@ -85,8 +85,8 @@ def _print_record_summary(record: dict) -> None:
 def _records(args) -> list[tuple[str, str, dict]]:
     """(id, source, record) for the user's cache and the shipped one; unreadable ones are
     reported on stderr and skipped."""
-    user, shipped = cache.cache_dir(args.cache_dir), cache.shipped_dir()
-    found = cache.readable_records([user, shipped], lambda error: print(f"tuner: skipping {error}", file=sys.stderr))
+    user = cache.cache_dir(args.cache_dir)
+    found = cache.readable_records(user, lambda error: print(f"tuner: skipping {error}", file=sys.stderr))
     return [(cache.record_id(root, path), "user" if root == user else "shipped", data) for root, path, data in found]
 
 

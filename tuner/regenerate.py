@@ -50,8 +50,7 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, repo
     each step as it starts. Ctrl-C stops after keeping what was measured."""
     device = runtime.device
     known: dict[Problem, list[dict]] = {}
-    for _, _, found in cache.readable_records([root, cache.shipped_dir()], skipped=lambda error: report(
-            f"skipping {error}")):
+    for _, _, found in cache.readable_records(root, skipped=lambda error: report(f"skipping {error}")):
         if found["device"]["backend"] == runtime.backend.name:
             known.setdefault(record.problem_of(found), []).append(found)
     changes = []

@@ -180,7 +180,7 @@ def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Prob
     """Known-good starting points, likeliest first: the best configurations cached for this
     backend and dtype (this shape's first, from any GPU), the default one, and the seed kernel."""
     found = [(record.problem_of(data) != problem, record.configs(data)[0])
-             for _, _, data in cache.readable_records([root, cache.shipped_dir()], skipped=lambda error: None)
+             for _, _, data in cache.readable_records(root, skipped=lambda error: None)
              if data["device"]["backend"] == runtime.backend.name and data["problem"]["dtype"] == problem.dtype]
     configs = [config for _, config in sorted(found, key=lambda pair: pair[0])] + [Config(), SEED]
     unique = {}

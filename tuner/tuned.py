@@ -94,7 +94,7 @@ class Library:
         that cannot be used is skipped with a SkippedRecordWarning naming it."""
         device, simulate = runtime.device, " --simulate" if runtime.simulated else ""
         skipped, entries, other_software = [], [], False
-        for _, path, found in cache.readable_records([root, cache.shipped_dir()], skipped.append):
+        for _, path, found in cache.readable_records(root, skipped.append):
             if found["fingerprint"] != device.fingerprint:
                 other_software |= Device.from_dict(found["device"]).model == device.model
                 continue
