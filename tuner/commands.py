@@ -1,7 +1,8 @@
-"""`tuner search`, `list`, `show` and `devices`: the tuning job and the per-GPU cache."""
+"""`tuner search`, `list`, `show`, `report` and `devices`: the tuning job and the per-GPU cache."""
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from . import cache
 from .backends import BACKENDS, get_backend
@@ -35,8 +36,10 @@ def _problem(args, runtime: Runtime) -> Problem:
 
 
 def _search(args) -> int:
+    from optuna.trial import TrialState
     from tqdm import tqdm
 
+    from .report import print_failures
     from .search import Search
 
     runtime = _open(args.backend, args.simulate)
@@ -63,9 +66,14 @@ def _search(args) -> int:
           f"{search.trial_count()} trials" + (f"; stopped: {outcome.stopped}" if outcome.stopped else ""))
     if outcome.record:
         _print_record_summary(outcome.record)
-        print(f"cache record: {outcome.record_path}")
     else:
         print("no variant has passed verification yet: nothing cached")
+    print_failures(search.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    if outcome.record:
+        print(f"cache record: {outcome.record_path}")
+    print(f"figures: tuner report --study {search.study.study_name}"
+          + (f" --cache-dir {args.cache_dir}" if args.cache_dir else "")
+          + (f" --storage {args.storage}" if args.storage else ""))
     if outcome.interrupted:
         print("tuner search: interrupted; completed trials are kept, run the same command to resume",
               file=sys.stderr)
@@ -76,7 +84,8 @@ def _search(args) -> int:
 def _print_record_summary(record: dict) -> None:
     best = record["best"]["measurement"]
     simulated = " (simulated CPU time)" if record["device"]["arch"] == "simulator" else ""
-    fraction = f", {best['fraction_of_peak']:.1%} of peak" if best["fraction_of_peak"] else ""
+    fraction = (f", {best['fraction_of_peak']:.1%} of peak" if best["fraction_of_peak"] is not None
+                else ", no peak to compare with" if simulated else ", peak unknown for this device")
     print(f"best: {best['gflops']:.3g} GFLOP/s{simulated}{fraction}, median {best['seconds'] * 1e3:.3f} ms "
           f"over {best['reps']} runs")
     print("  " + " ".join(f"{name}={json.dumps(value)}" for name, value in record["best"]["config"].items()))
@@ -122,8 +131,9 @@ def _show(args) -> int:
         raise ValueError(f"{len(matches)} records match {args.record!r}; "
                          "give a longer part of an id from `tuner list`" if matches else
                          f"no record matches {args.record!r}; `tuner list` shows the ids")
+    source = _source(record) if args.source else None
     if args.json:
-        print(json.dumps(record, indent=2, sort_keys=True))
+        print(json.dumps({**record, "source": source} if args.source else record, indent=2, sort_keys=True))
         return 0
     device = record["device"]
     print(f"{device['name']} ({device['arch']}, {device['multiprocessors']} multiprocessors), "
@@ -134,6 +144,37 @@ def _show(args) -> int:
         print(f"  runner-up: {entry['measurement']['gflops']:.3g} GFLOP/s  "
               + " ".join(f"{name}={json.dumps(value)}" for name, value in entry["config"].items()))
     print(f"budget: {record['budget']}; searched {record['searched']['started']} to {record['searched']['finished']}")
+    print(f"study: {record['study']['name']} in {record['study']['storage']}")
+    if source is not None:
+        print("\n# the best configuration's kernel, rendered from the installed templates (records hold no source)")
+        sys.stdout.write(source)
+    return 0
+
+
+def _source(record: dict) -> str:
+    """The kernel source of a record's best configuration, rendered from the installed templates."""
+    from .config import Config
+    from .source import render
+    from .space import InvalidConfig, Space
+
+    space = Space.of(get_backend(record["device"]["backend"]), record["problem"]["dtype"])
+    try:
+        return render(space, Config(**record["best"]["config"]))
+    except InvalidConfig as broken:
+        raise ValueError(f"the record's best configuration breaks a rule of this version's space ({broken}); "
+                         "`tuner regenerate` re-tunes its product") from None
+
+
+def _report(args) -> int:
+    from .report import BENCH_RESULTS, DEFAULT_OUT, write_report
+
+    report = write_report(cache.cache_dir(args.cache_dir), Path(args.out) if args.out else DEFAULT_OUT,
+                          study_name=args.study, storage=args.storage,
+                          bench=Path(args.bench) if args.bench else BENCH_RESULTS)
+    print(f"report: {report.page.resolve()}")
+    print(f"figures: {', '.join(f'{figure.name}.png' for figure in report.figures)} in {report.page.parent.resolve()}")
+    for title, why in report.not_drawn.items():
+        print(f"not drawn: {title}: {why}")
     return 0
 
 
@@ -208,7 +249,20 @@ def add_parsers(subparsers) -> None:
     show.add_argument("record", help="a record id from `tuner list`, or a unique part of one")
     _add_cache_dir(show)
     show.add_argument("--json", action="store_true")
+    show.add_argument("--source", action="store_true",
+                      help="also print the best configuration's kernel source, rendered from the installed templates")
     show.set_defaults(run=_show)
+
+    report = subparsers.add_parser("report", help="write an HTML page and PNG figures of a study and the cache")
+    _add_cache_dir(report)
+    report.add_argument("--study", metavar="NAME", help="the study to report (default: the one searched last)")
+    report.add_argument("--storage", metavar="URL",
+                        help="an Optuna storage URL, or a journal file path (default: the journals in the cache)")
+    report.add_argument("--out", metavar="DIR", help="where to write report.html and the figures (default: "
+                        "tuner-report in the current directory)")
+    report.add_argument("--bench", metavar="PATH", help="a versus_cublas.json, or a folder searched for them "
+                        "(default: the repository's bench/results)")
+    report.set_defaults(run=_report)
 
     regenerate = subparsers.add_parser(
         "regenerate", help="re-verify and re-time the cached records for this GPU and software, or re-tune them")

@@ -66,19 +66,23 @@ def study_name(runtime: Runtime, problem: Problem) -> str:
 
 
 def storage_for(url: str | None, root: Path, runtime: Runtime):
-    """An Optuna storage: `url` if given (any Optuna URL, or a path taken as a journal file),
-    else a journal file under the cache directory.
+    """An Optuna storage: `url` if given, else a journal file under the cache directory.
 
     A journal file rather than SQLite: it appends one line per operation under a file lock, so
     several processes on one host can share a study (Optuna's FAQ rules SQLite out for that), a
     crash loses at most the line being written, and it needs no database schema or migrations.
     """
-    if url and "://" in url:
+    return open_storage(url or str(root / "studies" / f"{runtime.device.slug}.journal"))
+
+
+def open_storage(url: str):
+    """The Optuna storage at `url`: any Optuna URL, or a path taken as a journal file."""
+    if "://" in url:
         try:
             return optuna.storages.get_storage(url)
         except Exception as error:  # SQLAlchemy's errors for a bad URL or an unreachable server
             raise ValueError(f"--storage {url!r} cannot be opened: {str(error).splitlines()[0]}") from None
-    path = Path(url) if url else root / "studies" / f"{runtime.device.slug}.journal"
+    path = Path(url)
     path.parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
 
@@ -100,7 +104,7 @@ def _shielded():
         raise KeyboardInterrupt
 
 
-def _redacted(url: str) -> str:
+def redacted(url: str) -> str:
     """A storage URL fit for a shareable record: any password hidden."""
     if "://" not in url:
         return url
@@ -197,7 +201,7 @@ class Search:
                  sampler: str = "tpe", storage: str | None = None, name: str | None = None):
         self.runtime, self.problem, self.root, self.seed = runtime, problem, root, seed
         self.space = Space.of(runtime.backend, problem.dtype)
-        label = _redacted(storage) if storage else "journal file under the cache directory"
+        label = redacted(storage) if storage else "journal file under the cache directory"
         self.storage_label = label if len(label) <= record.MAX_TEXT else "..." + label[3 - record.MAX_TEXT:]
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.study = optuna.create_study(

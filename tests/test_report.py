@@ -1,0 +1,117 @@
+"""`tuner report`, the end-of-search summary and `tuner show --source`, from a simulated search."""
+import contextlib
+import io
+import json
+import re
+
+import optuna
+import pytest
+
+from tuner import cache
+from tuner.backends import get_backend
+from tuner.cli import main
+from tuner.config import Config
+from tuner.report import failure_reasons
+from tuner.source import render
+from tuner.space import Space
+
+PNG = b"\x89PNG\r\n\x1a\n"
+FIGURES = ("history", "importances", "tiles", "records", "bench-0")
+# The shape of bench/versus_cublas.py's output, with made-up numbers: this file is test input only.
+BENCH = {"device": {"name": "Numba CUDA simulator on x86_64", "arch": "simulator"}, "clock": "simulated CPU time",
+         "rows": [{"dtype": "float32", "shape": [16, 16, 16], "kernel": kernel, "gflops": gflops,
+                   "ratio_to_cublas": None, "ratio_to_seed": ratio, "fraction_of_peak": None}
+                  for kernel, gflops, ratio in (("tuned", 4e-5, 1.2), ("seed fast_matmul", 3e-5, 1.0))]}
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory):
+    """A cache directory after a 3-variant simulated search, and what the search printed."""
+    root = tmp_path_factory.mktemp("cache")
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert main(["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--trials", "3",
+                     "--cache-dir", str(root)]) == 0
+    return root, out.getvalue()
+
+
+def test_search_ends_with_a_summary(searched):
+    root, out = searched
+    [path] = cache.record_paths(root)
+    assert "best: " in out and "GFLOP/s (simulated CPU time), no peak to compare with" in out
+    assert "this run: measured 3" in out and "the study now has" in out
+    assert "failures by reason (the study's" in out
+    assert f"cache record: {path}" in out
+    assert "figures: tuner report --study matmul-float32-16x16x16-" in out
+
+
+def test_report_writes_a_page_and_its_figures(searched, tmp_path, capsys):
+    root, _ = searched
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "versus_cublas.json").write_text(json.dumps(BENCH))
+    (bench / "old").mkdir()
+    (bench / "old" / "versus_cublas.json").write_text("{ not json")
+    out = tmp_path / "report"
+    assert main(["report", "--cache-dir", str(root), "--out", str(out), "--bench", str(bench)]) == 0
+    printed = capsys.readouterr().out
+    page = (out / "report.html").read_text()
+    assert f"report: {out / 'report.html'}" in printed
+    for name in FIGURES:
+        png = (out / f"{name}.png").read_bytes()
+        assert png.startswith(PNG) and len(png) > 5000, name
+    written = {path.stem for path in out.glob("*.png")}
+    assert set(FIGURES) <= written
+    assert set(re.findall(r'href="([\w-]+)\.png"', page)) == written
+    assert page.count('src="data:image/png;base64,') == len(written)
+    assert "simulated CPU time" in page and "Simulated." in page and "optuna-dashboard" in page
+    assert "Skipped" in page and "unreadable" in page
+
+
+def test_report_says_when_there_are_no_bench_results(searched, tmp_path):
+    root, _ = searched
+    out = tmp_path / "report"
+    assert main(["report", "--cache-dir", str(root), "--out", str(out), "--bench", str(tmp_path / "none")]) == 0
+    assert "No benchmark results" in (out / "report.html").read_text()
+    assert not (out / "bench-0.png").exists()
+
+
+def test_show_source_prints_the_best_configurations_kernel(searched, capsys):
+    root, _ = searched
+    [path] = cache.record_paths(root)
+    found = cache.read_record(path)
+    capsys.readouterr()
+    assert main(["show", cache.record_id(root, path), "--source", "--cache-dir", str(root)]) == 0
+    out = capsys.readouterr().out
+    source = render(Space.of(get_backend("cuda"), "float32"), Config(**found["best"]["config"]))
+    assert out.endswith(source) and "records hold no source" in out and found["study"]["name"] in out
+    assert main(["show", cache.record_id(root, path), "--source", "--json", "--cache-dir", str(root)]) == 0
+    assert json.loads(capsys.readouterr().out)["source"] == source
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["report"], "no study in"),
+    (["report", "--study", "no-such-study"], "no study named 'no-such-study'"),
+    (["report", "--storage", "missing.journal"], "is not a file"),
+    (["report", "--out", "{file}/sub"], "cannot write there"),
+])
+def test_report_mistakes_get_one_line(searched, tmp_path, capsys, argv, message):
+    root = tmp_path if argv == ["report"] else searched[0]
+    (tmp_path / "file").write_text("")
+    argv = [part.replace("{file}", str(tmp_path / "file")) for part in argv]
+    capsys.readouterr()
+    assert main([*argv, "--cache-dir", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_failures_are_counted_by_status_and_by_rule():
+    def trial(**attrs):
+        return optuna.trial.create_trial(value=0.0, user_attrs=attrs)
+
+    trials = [trial(kind="invalid", reasons=["unroll_k=16 does not divide block_k=8", "256 threads per block"]),
+              trial(kind="invalid", reasons=["unroll_k=32 does not divide block_k=16"]),
+              trial(kind="measured", measurement={"status": "wrong", "reason": "relative error 0.5 over 1e-4"}),
+              trial(kind="measured", measurement={"status": "ok", "reason": ""}),
+              trial(kind="duplicate", duplicate_of=0)]
+    assert failure_reasons(trials) == {"invalid: unroll_k=N does not divide block_k=N": 2,
+                                       "invalid: N threads per block": 1, "wrong: relative error N over Ne-N": 1}
