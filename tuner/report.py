@@ -95,7 +95,7 @@ def print_failures(trials) -> None:
     for reason, count in reasons.most_common(SHOWN_REASONS):
         print(f"  {count:4} {reason}")
     if len(reasons) > SHOWN_REASONS:
-        print(f"  and {len(reasons) - SHOWN_REASONS} more reasons (tuner report draws them all)")
+        print(f"  and {len(reasons) - SHOWN_REASONS} more (tuner report draws them all)")
 
 
 def find_study(root: Path, storage: str | None, name: str | None) -> tuple[optuna.Study, str, list[str]]:
@@ -154,6 +154,7 @@ def _history(measured, unit: str, seed: float | None) -> bytes:
 
     axes = plot_optimization_history(_subset(measured), target_name=f"GFLOP/s{unit}")
     axes.set_xlabel("measured variant")
+    axes.xaxis.get_major_locator().set_params(integer=True)
     if seed:
         axes.axhline(seed, linestyle="--", color="grey", label="seed kernel's configuration")
         axes.legend()
