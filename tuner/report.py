@@ -209,6 +209,8 @@ def _records(records: list[dict]) -> bytes:
     left.invert_yaxis()
     if max(gflops) > 100 * min(gflops):  # GPU and simulated entries together span orders of magnitude
         left.set_xscale("log")
+    else:
+        left.xaxis.set_major_formatter("{x:.3g}")
     left.set_xlabel("GFLOP/s of the best configuration (grey: simulated CPU time)")
     right.barh(rows, [100 * (fraction or 0) for fraction in fractions], color=colours)
     right.set_xlim(0, max([100 * fraction for fraction in fractions if fraction is not None], default=0) * 1.1 or 100)
@@ -425,13 +427,15 @@ def _summary(runs: _Study, storage: str) -> list[tuple[str, str]]:
 
 def _draw(report: Report, runs: _Study, records: list[dict], results: list, root: Path) -> None:
     """Draw the report's figures into `report`, or say there why one was not drawn."""
+    import matplotlib.pyplot as plt
+
     unit, measured, passed = runs.unit, runs.measured, runs.passed
 
     def draw(name: str, title: str, caption: str, missing: str, png) -> None:
         if missing:
             report.not_drawn[title] = missing
             return
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), plt.style.context("ggplot"):  # the style of Optuna's plots, for all
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             report.figures.append(Figure(name, title, caption, png()))
 
@@ -458,7 +462,7 @@ def _draw(report: Report, runs: _Study, records: list[dict], results: list, root
          "for each).", "" if reasons else "no variant failed and no suggestion was invalid",
          lambda: _failures(reasons))
     draw("records", "Cached entries",
-         f"The best configuration of each of the {len(records)} cached entries (the user's cache and the shipped "
+         f"The best configuration of each cached entry ({len(records)}, from the user's cache and the shipped "
          "one): GFLOP/s (on a log scale when they span over 100x), and the fraction of the device's nominal peak. "
          "Grey bars are simulated CPU time, not GPU performance.", "" if records else f"no cache records in {root}",
          lambda: _records(records))
