@@ -172,7 +172,9 @@ def _report(args) -> int:
                           study_name=args.study, storage=args.storage,
                           bench=Path(args.bench) if args.bench else BENCH_RESULTS)
     print(f"report: {report.page.resolve()}")
-    print(f"figures: {', '.join(f'{figure.name}.png' for figure in report.figures)} in {report.page.parent.resolve()}")
+    if report.figures:
+        print(f"figures: {', '.join(f'{figure.name}.png' for figure in report.figures)} "
+              f"in {report.page.parent.resolve()}")
     for title, why in report.not_drawn.items():
         print(f"not drawn: {title}: {why}")
     return 0
