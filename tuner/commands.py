@@ -1,4 +1,5 @@
-"""`tuner search`, `list`, `show`, `report` and `devices`: the tuning job and the per-GPU cache."""
+"""`tuner search`, `list`, `show`, `report`, `regenerate`, `replay` and `devices`: the tuning job,
+the per-GPU cache and offline replays."""
 import argparse
 import json
 import sys
@@ -8,7 +9,7 @@ from . import cache
 from .backends import BACKENDS, get_backend
 from .problem import Problem
 from .runtime import NoGPU, Runtime, RuntimeUnavailable, detect_runtime, open_runtime, simulator_enabled
-from .search import SAMPLERS
+from .sampler import SAMPLERS
 
 DEFAULT_SHAPE = {"gpu": (4096, 4096, 4096), "simulator": (32, 32, 32)}
 DEFAULT_TRIALS = {"gpu": 60, "simulator": 6}
@@ -202,6 +203,27 @@ def _regenerate(args) -> int:
     return 1 if "failed" in [change.action for change in changes] else 0
 
 
+def _replay(args) -> int:
+    from .recorded import load
+    from .replay import NEAR, summarize
+
+    space = load(args.file)
+    summary = summarize(space, args.trials, args.repeat, args.sampler, args.seed).as_dict()
+    if args.json:
+        print(json.dumps({"space": space.name, "configurations": len(space.results),
+                          "optimum_seconds": space.optimum, **summary}))
+        return 0
+    fraction, near = summary["fraction_of_optimum"], summary["within_5_percent"]
+    print(f"{space.name}: {len(space.results)} recorded configurations, the best {space.optimum * 1e3:.4g} ms")
+    print(f"{args.sampler}, {args.repeat} searches of {args.trials} evaluations (seeds {args.seed}.."
+          f"{args.seed + args.repeat - 1}): fraction of the optimum found: mean {fraction['mean']:.3f}, "
+          f"min {fraction['min']:.3f}, max {fraction['max']:.3f}, sd {fraction['stdev']:.3f}")
+    within = f"median {near['median_evaluations']:g} evaluations" if near["runs"] else "never"
+    print(f"within {NEAR - 1:.0%} of the optimum: {near['runs']} of {args.repeat} searches, {within}; "
+          f"recorded cost {summary['mean_recorded_cost_seconds']:.0f} s per search")
+    return 0
+
+
 def _devices(args) -> int:
     from .devices import describe_simulator
 
@@ -235,7 +257,8 @@ def add_parsers(subparsers) -> None:
     search.add_argument("--trials", type=_positive, help="variants to measure (default 60 on a GPU, 6 simulated)")
     search.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="stop after this long")
     search.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the test inputs")
-    search.add_argument("--sampler", choices=tuple(SAMPLERS), default="tpe")
+    search.add_argument("--sampler", choices=SAMPLERS, default="local",
+                        help="local (default: model-guided local search, see docs/search.md), tpe, random or nsga2")
     search.add_argument("--storage", metavar="URL",
                         help="an Optuna storage URL, or a journal file path (default: a journal file in the cache)")
     search.add_argument("--study", metavar="NAME", help="study name (default: from the problem and fingerprint)")
@@ -276,6 +299,16 @@ def add_parsers(subparsers) -> None:
     regenerate.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the test inputs")
     _add_cache_dir(regenerate)
     regenerate.set_defaults(run=_regenerate)
+
+    replay = subparsers.add_parser(
+        "replay", help="replay searches on a recorded space (a Kernel Tuner cache file or a tuner sweep file)")
+    replay.add_argument("file", help="a Kernel Tuner cache file (.json or .json.gz) or a bench/sweep.py .jsonl file")
+    replay.add_argument("--trials", type=_positive, default=100, help="evaluations per search (default 100)")
+    replay.add_argument("--repeat", type=_positive, default=20, help="independent searches (default 20)")
+    replay.add_argument("--sampler", choices=SAMPLERS, default="local")
+    replay.add_argument("--seed", type=int, default=0, help="seed of the first search; the others follow it")
+    replay.add_argument("--json", action="store_true")
+    replay.set_defaults(run=_replay)
 
     devices = subparsers.add_parser("devices", help="print the detected devices and their fingerprints")
     devices.add_argument("--backend", choices=tuple(BACKENDS))

@@ -27,13 +27,9 @@ from .config import Config
 from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measurement, Operands, measure
 from .problem import Problem
 from .runtime import Runtime
+from .sampler import make_sampler
 from .space import SEED, Space
 
-SAMPLERS = {
-    "tpe": lambda seed: optuna.samplers.TPESampler(seed=seed, multivariate=True),
-    "random": lambda seed: optuna.samplers.RandomSampler(seed=seed),
-    "nsga2": lambda seed: optuna.samplers.NSGAIISampler(seed=seed),
-}
 _STARTED = tuple(state for state in TrialState if state != TrialState.WAITING)
 # Stop when this many suggestions in a row were invalid or already measured: the sampler has
 # converged, or the valid space is exhausted.
@@ -152,6 +148,21 @@ def _passed(trial) -> bool:
     return _measured(trial) and trial.user_attrs["measurement"]["status"] == "ok"
 
 
+def suggest(trial, domains: dict[str, tuple]) -> dict:
+    """The trial's configuration: one value per parameter, from its domain."""
+    return {name: trial.suggest_categorical(name, list(domain)) for name, domain in domains.items()}
+
+
+def answer(study: optuna.Study, trial, kind: str, value: float, violation: float, **attrs):
+    """Tell the study a suggestion's outcome; the finished trial. `kind` is invalid, duplicate
+    or measured; `violation` > 0 marks it infeasible for the samplers that read constraints."""
+    trial.set_user_attr("kind", kind)
+    for name, attr in attrs.items():
+        trial.set_user_attr(name, attr)
+    trial.set_constraint("feasible", violation)
+    return study.tell(trial, value)
+
+
 def _entry(trial) -> dict:
     return record.entry(trial.number, trial.params, trial.user_attrs["measurement"])
 
@@ -198,7 +209,7 @@ class Search:
     """One tuning job: a study for (device, problem), its measurements, and its cache record."""
 
     def __init__(self, runtime: Runtime, problem: Problem, *, root: Path, seed: int = 0,
-                 sampler: str = "tpe", storage: str | None = None, name: str | None = None):
+                 sampler: str = "local", storage: str | None = None, name: str | None = None):
         self.runtime, self.problem, self.root, self.seed = runtime, problem, root, seed
         self.space = Space.of(runtime.backend, problem.dtype)
         label = redacted(storage) if storage else "journal file under the cache directory"
@@ -209,7 +220,12 @@ class Search:
             direction="maximize", load_if_exists=True)
         # A resumed run draws new random numbers: seeding with the trial count avoids replaying
         # the first run's suggestions, which would all be duplicates.
-        self.study.sampler = SAMPLERS[sampler](seed + len(self.study.trials))
+        domains = self.space.domains()
+
+        def valid(values: tuple) -> bool:
+            return not self.space.violations(Config(**dict(zip(domains, values))))
+
+        self.study.sampler = make_sampler(sampler, seed + len(self.study.trials), domains, valid)
         identity = {"fingerprint": runtime.device.fingerprint, "problem": problem.key}
         held = self.study.user_attrs.get("identity", identity)
         if held != identity:
@@ -301,7 +317,7 @@ class Search:
         with _shielded():
             trial = self._running = self.study.ask()
             trial.set_user_attr("worker", _worker())
-        params = {name: trial.suggest_categorical(name, list(domain)) for name, domain in self.space.domains().items()}
+        params = suggest(trial, self.space.domains())
         config, key = Config(**params), _config_key(params)
         reasons = self.space.violations(config)
         if reasons:
@@ -326,11 +342,7 @@ class Search:
 
     def _tell(self, trial, kind: str, value: float, violation: float, **attrs) -> None:
         with _shielded():
-            trial.set_user_attr("kind", kind)
-            for name, attr in attrs.items():
-                trial.set_user_attr(name, attr)
-            trial.set_constraint("feasible", violation)
-            frozen = self.study.tell(trial, value)
+            frozen = answer(self.study, trial, kind, value, violation, **attrs)
             self._running = None
         if kind == "measured":
             self.history[_config_key(frozen.params)] = frozen

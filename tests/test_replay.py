@@ -1,0 +1,183 @@
+"""Recorded spaces, the default sampler and `tuner replay`, on small spaces made here."""
+import copy
+import gzip
+import itertools
+import json
+
+import optuna
+import pytest
+
+from tuner import recorded
+from tuner.cli import main
+from tuner.config import Config
+from tuner.replay import replay, summarize
+from tuner.sampler import LocalSearchSampler
+from tuner.search import answer, suggest
+
+DOMAINS = {"a": [1, 2, 4, 8, 16, 32, 64, 128], "b": [1, 2, 4, 8, 16, 32, 64, 128], "flag": [0, 1], "d": [8, 16, 32, 64]}
+BEST = (16, 4, 1, 32)
+
+
+def _time(a, b, flag, d) -> float:
+    """A bowl in the log of each parameter, smallest at BEST, with a ridge along a*b."""
+    position = {name: DOMAINS[name].index(value) for name, value in zip(DOMAINS, (a, b, flag, d))}
+    best = {name: DOMAINS[name].index(value) for name, value in zip(DOMAINS, BEST)}
+    return 1.0 + sum((position[name] - best[name]) ** 2 for name in DOMAINS) * 0.1 + 0.05 * abs(
+        position["a"] - position["b"] - 2)
+
+
+def _entry(values) -> dict:
+    a, b, flag, d = values
+    entry = {**dict(zip(DOMAINS, values)), "compile_time": 500.0, "verification_time": 10.0, "benchmark_time": 90.0}
+    if a * b > 1024:
+        return {**entry, "time": "InvalidConfig"}
+    if a == 128 and d == 64:
+        return {**entry, "time": "RuntimeFailedConfig"}
+    return {**entry, "time": _time(*values), "times": [_time(*values)] * 3}
+
+
+def write_cache(path, *, compress=True, left_open=False) -> None:
+    """A Kernel Tuner cache file of the space above."""
+    cache = {",".join(map(str, values)): _entry(values) for values in itertools.product(*DOMAINS.values())}
+    document = {"device_name": "Made-up GPU", "kernel_name": "bowl", "problem_size": [64, 64],
+                "tune_params_keys": list(DOMAINS), "tune_params": DOMAINS, "objective": "time", "cache": cache}
+    text = json.dumps(document)
+    if left_open:
+        text = text[:-2] + ","  # as Kernel Tuner leaves a cache whose run was cut off
+    path.write_bytes(gzip.compress(text.encode()) if compress else text.encode())
+
+
+@pytest.fixture
+def space_file(tmp_path):
+    path = tmp_path / "bowl.json.gz"
+    write_cache(path)
+    return path
+
+
+def test_a_kernel_tuner_cache_is_read_with_its_failures_and_without_its_invalid_combinations(space_file):
+    space = recorded.load(space_file)
+    valid = [values for values in itertools.product(*DOMAINS.values()) if values[0] * values[1] <= 1024]
+    assert set(space.results) == set(valid)
+    assert space.results[(128, 1, 0, 64)].failure == "RuntimeFailedConfig"
+    assert space.results[(128, 1, 0, 64)].seconds is None
+    assert space.results[BEST].seconds == pytest.approx(1e-3 * _time(*BEST))
+    assert space.optimum == space.results[BEST].seconds
+    assert space.results[BEST].cost == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_a_cache_left_open_reads_like_a_closed_one(tmp_path, space_file, compress):
+    path = tmp_path / "open.json"
+    write_cache(path, compress=compress, left_open=True)
+    assert recorded.load(path).results == recorded.load(space_file).results
+
+
+def test_a_sweep_file_is_read_in_the_projects_own_parameters(tmp_path):
+    header = {"header": {"device": {"backend": "cuda", "name": "Made-up GPU"}, "problem": "float32-64x64x64"}}
+    fast, slow, broken = Config(), Config(block_m=32), Config(block_m=16)
+    rows = [{"config": fast.as_dict(), "status": "ok", "median_seconds": 1e-3, "times": [1e-3] * 5,
+             "compile_seconds": 0.5, "load_seconds": 0.1, "verification_seconds": 0.01},
+            {"config": slow.as_dict(), "status": "ok", "median_seconds": 2e-3, "times": [2e-3] * 5,
+             "compile_seconds": 0.5, "load_seconds": 0.1, "verification_seconds": 0.01},
+            {"config": broken.as_dict(), "status": "wrong", "reason": "C differs", "compile_seconds": 0.5}]
+    path = tmp_path / "sweep.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in [header, *rows]) + "\n")
+    space = recorded.load(path)
+    assert list(space.domains) == list(fast.as_dict())
+    assert space.optimum == 1e-3
+    assert space.results[tuple(broken.as_dict().values())].failure == "wrong"
+    assert space.results[tuple(fast.as_dict().values())].cost == pytest.approx(0.61 + 5e-3)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "not a Kernel Tuner cache file"),
+    (b'{"tune_params_keys": ["a"]}', "missing or malformed"),
+    (b"\x1f\x8b not gzip", "neither JSON nor gzipped JSON"),
+    (b'{"header": {}}\n', "not a tuner sweep file"),
+])
+def test_a_file_that_is_not_a_recording_is_refused_in_one_line(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(recorded.RecordingError, match=message) as error:
+        recorded.load(path)
+    assert "\n" not in str(error.value)
+
+
+def test_the_default_search_suggests_only_new_valid_configurations_and_finds_the_optimum(space_file):
+    space = recorded.load(space_file)
+    for seed in range(5):
+        study = optuna.create_study(direction="maximize", sampler=LocalSearchSampler(
+            DOMAINS, lambda values: values in space.results, seed))
+        seen = []
+        for _ in range(60):
+            trial = study.ask()
+            key = tuple(suggest(trial, DOMAINS).values())
+            assert key in space.results and key not in seen
+            seen.append(key)
+            answer(study, trial, "measured", 1.0 / (space.results[key].seconds or float("inf")), 0.0)
+        # Random search would find it within 60 of the 432 valid configurations one time in seven.
+        assert BEST in seen, f"seed {seed}"
+
+
+def test_the_default_search_skips_what_other_workers_run_and_what_is_queued(space_file):
+    space = recorded.load(space_file)
+    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for _ in range(12):
+        trial = study.ask()
+        seconds = space.results[tuple(suggest(trial, DOMAINS).values())].seconds
+        answer(study, trial, "measured", 1.0 / seconds if seconds else 0.0, 0.0)
+    search_space = sampler.infer_relative_search_space(study, None)
+
+    def next_suggestion():
+        return copy.deepcopy(sampler).sample_relative(study, None, search_space)
+
+    running = next_suggestion()
+    study.enqueue_trial(running)
+    suggest(study.ask(), DOMAINS)  # another worker takes it: running, not complete
+    assert next_suggestion() != running
+    queued = next_suggestion()
+    study.enqueue_trial(queued)
+    assert next_suggestion() not in (running, queued)
+
+
+def test_a_replay_counts_measured_configurations_only_and_charges_their_recorded_cost(space_file):
+    space = recorded.load(space_file)
+    for sampler in ("local", "tpe", "random"):
+        run = replay(space, 40, sampler, seed=1)
+        assert len(run.best_seconds) == 40
+        assert run.best_seconds == sorted(run.best_seconds, reverse=True)
+        assert run.cost_seconds == pytest.approx(40 * 0.6)
+        assert 0 < run.fraction(space.optimum) <= 1
+
+
+def test_a_replay_stops_when_the_space_is_exhausted(space_file):
+    space = recorded.load(space_file)
+    run = replay(space, 10_000, "local", seed=0)
+    assert len(run.best_seconds) == len(space.results)
+    assert run.fraction(space.optimum) == 1.0
+    assert run.evaluations_to(space.optimum) <= len(space.results)
+
+
+def test_summaries_are_reproducible_and_the_default_beats_random_search(space_file):
+    space = recorded.load(space_file)
+    local = summarize(space, 30, 6, "local").as_dict()
+    assert local == summarize(space, 30, 6, "local").as_dict()
+    random = summarize(space, 30, 6, "random").as_dict()
+    assert local["fraction_of_optimum"]["mean"] > random["fraction_of_optimum"]["mean"]
+
+
+def test_tuner_replay_prints_the_fraction_of_the_optimum(space_file, capsys):
+    assert main(["replay", str(space_file), "--trials", "30", "--repeat", "3", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["repeats"] == 3 and result["trials"] == 30 and result["sampler"] == "local"
+    assert 0 < result["fraction_of_optimum"]["min"] <= result["fraction_of_optimum"]["mean"] <= 1
+    assert main(["replay", str(space_file), "--trials", "30", "--repeat", "2", "--sampler", "random"]) == 0
+    out = capsys.readouterr().out
+    assert "random, 2 searches of 30 evaluations" in out and "fraction of the optimum found: mean" in out
+
+
+def test_tuner_replay_refuses_a_missing_file_in_one_line(tmp_path, capsys):
+    assert main(["replay", str(tmp_path / "missing.json.gz")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "cannot be read" in error and "Traceback" not in error

@@ -1,0 +1,119 @@
+"""Recorded tuning spaces: each configuration's measured time, read from a Kernel Tuner cache file
+or from this project's sweep files, so that searches can be replayed offline."""
+import gzip
+import json
+import math
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class RecordingError(ValueError):
+    """A file that is not a readable recorded space."""
+
+
+@dataclass(frozen=True)
+class Result:
+    """One recorded configuration: its time (None if it failed), why it failed, and the seconds
+    the recording spent on it (compile, verification and benchmark), which a replay charges."""
+
+    seconds: float | None
+    failure: str
+    cost: float
+
+
+@dataclass
+class RecordedSpace:
+    """A recorded space: ordered parameter domains, and a result per recorded configuration
+    (a tuple of values in domain order). A combination with no result is invalid."""
+
+    name: str
+    domains: dict[str, tuple]
+    results: dict[tuple, Result]
+
+    @property
+    def optimum(self) -> float:
+        """The best recorded time, in seconds."""
+        return min(result.seconds for result in self.results.values() if result.seconds is not None)
+
+    def __post_init__(self):
+        if not any(result.seconds is not None for result in self.results.values()):
+            raise RecordingError(f"{self.name}: no configuration was measured successfully")
+
+
+def load(path: str | Path) -> RecordedSpace:
+    """Read a Kernel Tuner cache file (JSON, gzipped or not, possibly left open) or a tuner
+    sweep file (JSON lines from bench/sweep.py)."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise RecordingError(f"{path}: cannot be read ({error.strerror or error})") from None
+    try:
+        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
+    except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error):
+        raise RecordingError(f"{path}: neither JSON nor gzipped JSON") from None
+    if text.lstrip().startswith('{"header"'):
+        return _from_sweep(path, text)
+    return _from_kernel_tuner(path, _json(path, text))
+
+
+def _json(path: Path, text: str):
+    """Parse a Kernel Tuner cache, closing it first if the run that wrote it never finished
+    (Kernel Tuner appends entries and writes the closing braces only at the end)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return json.loads(text.rstrip().rstrip(",") + "}}")
+    except json.JSONDecodeError as error:
+        raise RecordingError(f"{path}: not a Kernel Tuner cache file ({error})") from None
+
+
+def _from_kernel_tuner(path: Path, document) -> RecordedSpace:
+    try:
+        names = list(document["tune_params_keys"])
+        domains = {name: tuple(document["tune_params"][name]) for name in names}
+        entries = document["cache"]
+        results = {}
+        for entry in entries.values():
+            key = tuple(entry[name] for name in names)
+            time = entry["time"]
+            if time == "InvalidConfig":
+                continue
+            cost = sum(entry.get(field) or 0 for field in ("compile_time", "verification_time", "benchmark_time")) / 1e3
+            if isinstance(time, str):
+                results[key] = Result(None, time, cost)
+            elif isinstance(time, (int, float)) and math.isfinite(time) and time > 0:
+                results[key] = Result(time / 1e3, "", cost)
+            else:
+                results[key] = Result(None, f"time {time!r}", cost)
+    except (KeyError, TypeError, AttributeError) as error:
+        raise RecordingError(f"{path}: not a Kernel Tuner cache file (missing or malformed {error})") from None
+    return RecordedSpace(f"{document.get('kernel_name', path.name)} on {document.get('device_name', '?')}",
+                         domains, results)
+
+
+def _from_sweep(path: Path, text: str) -> RecordedSpace:
+    """A sweep file: the space's domains come from the project's own space for its backend and
+    dtype; the configurations not measured (a sampled sweep) are left out of the replay."""
+    from .backends import get_backend
+    from .space import Space
+
+    try:
+        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+        header = lines[0]["header"]
+        space = Space.of(get_backend(header["device"]["backend"]), header["problem"].split("-")[0])
+        domains = space.domains()
+        results = {}
+        for row in lines[1:]:
+            key = tuple(row["config"][name] for name in domains)
+            cost = sum(row.get(field) or 0 for field in ("compile_seconds", "load_seconds", "verification_seconds"))
+            if row["status"] == "ok":
+                results[key] = Result(row["median_seconds"], "", cost + sum(row["times"]))
+            else:
+                results[key] = Result(None, row["status"], cost)
+    except (json.JSONDecodeError, KeyError, TypeError, IndexError, ValueError) as error:
+        raise RecordingError(f"{path}: not a tuner sweep file ({type(error).__name__}: {error})") from None
+    return RecordedSpace(f"tuner {header['problem']} on {header['device']['name']}", domains, results)

@@ -1,0 +1,89 @@
+"""Replaying searches on a recorded space: each evaluation is answered from the recording and
+charged the recorded cost, so that strategies can be compared offline on the same data."""
+import statistics
+from dataclasses import dataclass
+
+import optuna
+
+from .recorded import RecordedSpace
+from .sampler import make_sampler
+from .search import MAX_UNMEASURED_IN_A_ROW, answer, suggest
+
+NEAR = 1.05  # "near the optimum": within 5% of the best recorded time
+
+
+@dataclass
+class Run:
+    """One replayed search: the best time after each evaluation, and the recorded seconds that
+    those evaluations cost."""
+
+    best_seconds: list[float]
+    cost_seconds: float
+
+    def fraction(self, optimum: float, evaluations: int | None = None) -> float:
+        """Best recorded time over the best time found within `evaluations` (all by default)."""
+        found = self.best_seconds[:evaluations]
+        return optimum / found[-1] if found and found[-1] != float("inf") else 0.0
+
+    def evaluations_to(self, target_seconds: float) -> int | None:
+        """Evaluations needed to find a time at most `target_seconds`, or None."""
+        return next((count for count, best in enumerate(self.best_seconds, 1) if best <= target_seconds), None)
+
+
+def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int = 0) -> Run:
+    """Search `space` for `trials` evaluations, as `tuner search` would with `sampler`: invalid
+    and repeated suggestions are answered without counting (as on the device, where they are
+    never measured); failed configurations count and score zero."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    names = list(space.domains)
+    study = optuna.create_study(direction="maximize", sampler=make_sampler(
+        sampler, seed, space.domains, lambda values: values in space.results))
+    history, best, run = {}, float("inf"), Run([], 0.0)
+    unmeasured_in_a_row = 0
+    while len(run.best_seconds) < trials and unmeasured_in_a_row < MAX_UNMEASURED_IN_A_ROW:
+        trial = study.ask()
+        key = tuple(suggest(trial, space.domains)[name] for name in names)
+        result = space.results.get(key)
+        unmeasured_in_a_row += 1
+        if result is None:
+            answer(study, trial, "invalid", 0.0, 1.0)
+        elif key in history:
+            answer(study, trial, "duplicate", history[key], 0.0 if history[key] else 1.0)
+        else:
+            history[key] = 1.0 / result.seconds if result.seconds else 0.0
+            answer(study, trial, "measured", history[key], 0.0 if result.seconds else 1.0)
+            best = min(best, result.seconds or best)
+            run.best_seconds.append(best)
+            run.cost_seconds += result.cost
+            unmeasured_in_a_row = 0
+    return run
+
+
+@dataclass
+class Summary:
+    """R replayed searches of one strategy on one space."""
+
+    sampler: str
+    trials: int
+    runs: list[Run]
+    optimum: float
+
+    def as_dict(self) -> dict:
+        fractions = [run.fraction(self.optimum) for run in self.runs]
+        needed = [run.evaluations_to(self.optimum * NEAR) for run in self.runs]
+        reached = sorted(count for count in needed if count is not None)
+        return {
+            "sampler": self.sampler, "trials": self.trials, "repeats": len(self.runs),
+            "fraction_of_optimum": {"mean": statistics.fmean(fractions), "min": min(fractions),
+                                    "max": max(fractions),
+                                    "stdev": statistics.stdev(fractions) if len(fractions) > 1 else 0.0},
+            "within_5_percent": {"runs": len(reached),
+                                 "median_evaluations": statistics.median(reached) if reached else None},
+            "mean_recorded_cost_seconds": statistics.fmean(run.cost_seconds for run in self.runs),
+        }
+
+
+def summarize(space: RecordedSpace, trials: int, repeats: int, sampler: str = "local", seed: int = 0) -> Summary:
+    """`repeats` independent replays, seeded seed, seed + 1, ..."""
+    return Summary(sampler, trials, [replay(space, trials, sampler, seed + repeat) for repeat in range(repeats)],
+                   space.optimum)
