@@ -18,12 +18,14 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import jinja2
 from provenance import provenance
 from sass import k_tile_path, nvdisasm_path, sass_of
 
 import tuner.source
+import tuner.space
 from tuner.backends import CUDA
 from tuner.config import Config
 from tuner.resources import assemble, compile_ptx, ptxas_path, report_from
@@ -34,6 +36,8 @@ CONFIGS = {
     "default": Config(),
     "default, prefetch=false": Config(prefetch=False),
     "8x8, unroll_k=1": Config(block_m=128, block_n=128, thread_m=8, thread_n=8, unroll_k=1),
+    # Outside the space: 1,024 multiply-adds per trip is over MAX_UNROLLED_MULTIPLY_ADDS, lifted for this one.
+    "8x8, unroll_k=16": Config(block_m=128, block_n=128, thread_m=8, thread_n=8, unroll_k=16),
 }
 OPCODE = re.compile(r"^\s+(?:@!?%p\d+\s+)?([a-z]+(?:\.[a-z0-9]+)*)", re.MULTILINE)
 
@@ -66,7 +70,8 @@ def main():
     space = Space.of(CUDA, "float32")
     runs = []
     for name, config in CONFIGS.items():
-        ptx, seconds = compile_ptx(space, config)
+        with mock.patch.object(tuner.space, "MAX_UNROLLED_MULTIPLY_ADDS", 1024):
+            ptx, seconds = compile_ptx(space, config)
         run = {"name": name, "config": config.as_dict(), **report_from(assemble(ptx), seconds).as_dict(),
                "opcodes": dict(collections.Counter(OPCODE.findall(ptx)).most_common())}
         if with_sass:
@@ -75,6 +80,7 @@ def main():
             run["sass_instructions"] = len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/", sass, re.M))
             run["interior_k_tile"] = k_tile_path(sass, config.thread_m * config.thread_n * config.block_k,
                                                  sum(config.loads_per_thread))
+        run["in_space"] = space.violations(config) == []
         runs.append(run)
     command = "python bench/ptx_instruction_mix.py"
     if args.template_rev:
