@@ -5,6 +5,7 @@ installed (pip install nvidia-cuda-nvdisasm), the SASS one k-tile of an interior
 
     python bench/ptx_instruction_mix.py > bench/results/instruction_mix.json
     python bench/ptx_instruction_mix.py --template-rev 73c5a9f > bench/results/instruction_mix_73c5a9f.json
+    python bench/ptx_instruction_mix.py --dtype float64 > bench/results/instruction_mix_float64.json
 
 --template-rev renders with templates/matmul.py.j2 as it was at that git revision (the rest of
 tuner as it is now), for before-and-after comparisons.
@@ -54,6 +55,7 @@ def _version(tool: str) -> str:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--template-rev", help="render with the template of this git revision")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64", "float16"])
     args = parser.parse_args()
     if args.template_rev:
         text = _git("show", f"{args.template_rev}:templates/matmul.py.j2")
@@ -67,7 +69,7 @@ def main():
     except FileNotFoundError as missing:
         print(f"no SASS: {missing}", file=sys.stderr)
         with_sass = False
-    space = Space.of(CUDA, "float32")
+    space = Space.of(CUDA, args.dtype)
     runs = []
     for name, config in CONFIGS.items():
         with mock.patch.object(tuner.space, "MAX_UNROLLED_MULTIPLY_ADDS", 1024):
@@ -85,12 +87,15 @@ def main():
     command = "python bench/ptx_instruction_mix.py"
     if args.template_rev:
         command += f" --template-rev {args.template_rev}"
+    if args.dtype != "float32":
+        command += f" --dtype {args.dtype}"
     template = (f"templates/matmul.py.j2 at {args.template_rev}" if args.template_rev
                 else f"templates/matmul.py.j2 of the working tree at {_git('rev-parse', '--short', 'HEAD').strip()}"
                 + (" with uncommitted changes" if _git("status", "--porcelain", "templates", "tuner") else ""))
     device = "none: compile_ptx for sm_90, ptxas and nvdisasm on the CPU"
     tools = {"ptxas": _version(ptxas_path())} | ({"nvdisasm": _version(nvdisasm_path())} if with_sass else {})
-    print(json.dumps({**provenance(command, device), "template": template, "tools": tools, "runs": runs}, indent=1))
+    print(json.dumps({**provenance(command, device), "template": template, "tools": tools, "dtype": args.dtype,
+                      "runs": runs}, indent=1))
 
 
 if __name__ == "__main__":
