@@ -3,7 +3,7 @@
 installed (pip install nvidia-cuda-nvdisasm), the SASS one k-tile of an interior block issues
 (bench/sass.py).
 
-    python bench/ptx_instruction_mix.py > bench/results/instruction_mix.json
+    python bench/ptx_instruction_mix.py > bench/results/instruction_mix_unsigned_indices.json
     python bench/ptx_instruction_mix.py --template-rev 73c5a9f > bench/results/instruction_mix_73c5a9f.json
     python bench/ptx_instruction_mix.py --dtype float64 > bench/results/instruction_mix_float64.json
 
