@@ -8,6 +8,8 @@ The simulator runs threads as Python threads and does not detect shared-memory r
 barrier placement is checked on the source instead (test_source.py).
 """
 import random
+import re
+import threading
 import zlib
 
 import numpy as np
@@ -152,3 +154,43 @@ def test_operands_that_would_read_out_of_bounds_are_refused(a_shape, b_shape, c_
     a, b = np.ones(a_shape, dtype), np.ones(b_shape, np.float32)
     with pytest.raises(ValueError, match=message):
         kernel(a, b, np.zeros(c_shape, np.float32))
+
+
+@pytest.mark.parametrize("config", [
+    Config(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, unroll_k=4, prefetch=True),
+    Config(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, unroll_k=2, prefetch=False, transpose_a=True),
+], ids=["prefetch", "no-prefetch-transposed"])
+def test_interior_tiles_take_the_unguarded_copy_and_edge_tiles_the_guarded_one(config):
+    """70x67x21 on 32x32x8 tiles: blocks inside and across both edges, and a partial last k-tile.
+
+    Each line of the kernel file that the simulated threads run is recorded, so the test knows
+    that both copies of each tile ran, besides the result being right."""
+    kernel = load(Space.of(CUDA, "float32"), config)
+    lines = kernel.path.read_text().splitlines()
+    def copies(name, guarded):
+        """Numbers of the lines that copy an element of A (or B) into a register or the tile."""
+        copy = re.compile(rf"^ +(p{name}\d+|{name}_tile\[.*\]) = {name.upper()}\[")
+        return {n for n, line in enumerate(lines, 1) if copy.search(line) and (" if " in line) == guarded}
+
+    paths = {(name, guarded): copies(name, guarded) for name in ("a", "b") for guarded in (False, True)}
+    assert all(paths.values())
+    ran = set()
+
+    def trace(frame, event, arg):
+        if frame.f_code.co_filename != str(kernel.path):
+            return None
+        if event == "line":
+            ran.add(frame.f_lineno)
+        return trace
+
+    rng = np.random.default_rng(13)
+    a, b = _inputs(rng, 70, 67, 21, np.float32)
+    c = np.full((70, 67), np.nan, dtype=np.float32)
+    threading.settrace(trace)
+    try:
+        kernel(a, b, c)
+    finally:
+        threading.settrace(None)
+    assert _relative_error(c, a.astype(np.float64) @ b) < 1e-5
+    for (name, guarded), numbers in paths.items():
+        assert numbers & ran, f"the {'guarded' if guarded else 'unguarded'} copy of the {name.upper()} tile never ran"

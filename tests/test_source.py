@@ -52,8 +52,8 @@ def test_unroll_and_prefetch_shape_the_k_loop():
     space = Space.of(CUDA, "float32")
     full = render(space, Config(block_k=16, thread_m=2, thread_n=2, unroll_k=16))
     assert "for kk in range" not in full and "b_tile[15, tc]" in full
-    assert "for kk in range(16):" in render(space, Config(unroll_k=1))
-    assert "for kk in range(0, 16, 4):" in render(space, Config(unroll_k=4))
+    assert "for kk in range(uint64(16)):" in render(space, Config(unroll_k=1))
+    assert "for kk in range(uint64(0), uint64(16), uint64(4)):" in render(space, Config(unroll_k=4))
     assert "pa0 = " in render(space, Config(prefetch=True))
     assert "pa0 = " not in render(space, Config(prefetch=False))
 

@@ -60,7 +60,7 @@ def render(space: Space, config: Config) -> str:
         dtype=precision.name,
         input=precision.input,
         accumulate=precision.accumulate,
-        types=sorted({precision.input, precision.accumulate}),
+        types=sorted({precision.input, precision.accumulate, "uint64"}),
         jit_options=jit_options(space, config),
         threads=config.threads,
         threads_m=config.threads_m,
