@@ -6,7 +6,7 @@ validity, so the same code tunes the project's kernels and replays recorded spac
 with their own parameters. It keeps no state of its own: every suggestion is worked out from the
 study's trials, so a resumed study, or several workers on one study, go on where the study is.
 
-1. Until `startup` configurations are evaluated, suggest an unseen valid one at random.
+1. Until STARTUP configurations are evaluated, suggest an unseen valid one at random.
 2. Then take the evaluated configurations best first, and the first that has unseen neighbours:
    configurations that differ from it in one parameter by one step of that parameter's ordered
    domain (a power of two up or down, a flag flipped). Among those neighbours, suggest the one a
@@ -38,7 +38,7 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
     """Best-first local search over the configurations that `valid` accepts (tuples of values in
     `domains` order), neighbours ranked by a density-ratio model; see the module docstring."""
 
-    def __init__(self, domains: dict[str, tuple], valid, seed: int | None = None, startup: int = STARTUP):
+    def __init__(self, domains: dict[str, tuple], valid, seed: int | None = None):
         self.domains = {name: tuple(domain) for name, domain in domains.items()}
         self.sizes = np.array([len(domain) for domain in self.domains.values()])
         self.positions = [{value: index for index, value in enumerate(domain)} for domain in self.domains.values()]
@@ -47,7 +47,6 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         self.adjacent = {}  # point -> its valid neighbours
         self.finished = {}  # trial id -> (point, score) of the complete trials
         self.barren = -1  # how many configurations were seen when a search found no unseen one
-        self.startup = startup
         self.rng = np.random.default_rng(seed)
         self.fallback = optuna.samplers.RandomSampler(seed)
 
@@ -69,7 +68,7 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
                 if score is not None:
                     scores[point] = max(score, scores.get(point, -np.inf))
         evaluated = list(scores)
-        if len(evaluated) < self.startup:
+        if len(evaluated) < STARTUP:
             candidates = self._anywhere(seen, 1)
         else:
             ranked = np.array(evaluated)[np.argsort(-np.array(list(scores.values())), kind="stable")]
