@@ -77,20 +77,33 @@ def retry(study: optuna.Study, trial) -> None:
 
 
 class _FileLock:
-    """An exclusive fcntl lock on a file beside the study's journal or SQLite file."""
+    """An exclusive fcntl lock on a file beside the study's journal or SQLite file. The kernel
+    releases it when its process dies, so a worker killed while holding it blocks no one (Optuna's
+    default symlink lock for journals is broken only after 30 s). It also serves as the journal's
+    append lock (acquire and release)."""
 
     def __init__(self, path: Path):
         self.path = path
+        self._file = None
+
+    def acquire(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a")
+        fcntl.flock(self._file, fcntl.LOCK_EX)
+        return True
+
+    def release(self) -> None:
+        file, self._file = self._file, None
+        fcntl.flock(file, fcntl.LOCK_UN)
+        file.close()
 
     @contextlib.contextmanager
     def held(self, study_name: str):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
 
 
 class _AdvisoryLock:
@@ -134,7 +147,8 @@ class SharedStorage:
         else:
             path = Path(url) if url else default
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
+            self.storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
+                str(path), lock_obj=_FileLock(path.with_name(path.name + ".lock"))))
             self.lock = _FileLock(path.with_name(path.name + ".claims.lock"))
 
     def _database(self, url: str, heartbeat: int):
