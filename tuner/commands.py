@@ -40,6 +40,8 @@ def _search(args) -> int:
 
     from .search import Search
 
+    if args.devices is not None:
+        return _search_on_devices(args)
     runtime = _open(args.backend, args.simulate)
     problem = _problem(args, runtime)
     if args.trials is None and args.timeout is None:
@@ -77,6 +79,29 @@ def _search(args) -> int:
               file=sys.stderr)
         return 130
     return 0 if outcome.record else 1
+
+
+def _search_on_devices(args) -> int:
+    """`tuner search --devices`: the same search in one worker process per listed GPU."""
+    from .workers import check_devices, parse_devices, run_workers
+
+    backend, devices = get_backend(args.backend), parse_devices(args.devices)
+    simulated = args.simulate or simulator_enabled()
+    if not simulated:
+        check_devices(backend, devices)
+    return run_workers(worker_command(args, simulated), backend, devices)
+
+
+def worker_command(args, simulated: bool) -> list[str]:
+    """The `tuner search` command line of one worker: these arguments without --devices."""
+    command = [sys.executable, "-m", "tuner", "search", "--backend", args.backend, "--dtype", args.dtype,
+               "--seed", str(args.seed), "--sampler", args.sampler, "--heartbeat", str(args.heartbeat)]
+    command += ["--simulate"] if simulated else []
+    command += ["--shape", *map(str, args.shape)] if args.shape else []
+    for option in ("trials", "timeout", "storage", "study", "cache_dir"):
+        if getattr(args, option) is not None:
+            command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
+    return command
 
 
 def _print_record_summary(record: dict) -> None:
@@ -204,6 +229,9 @@ def add_parsers(subparsers) -> None:
     search.add_argument("--storage", metavar="URL",
                         help="an Optuna storage URL, or a journal file path (default: a journal file in the cache)")
     search.add_argument("--study", metavar="NAME", help="study name (default: from the problem and fingerprint)")
+    search.add_argument("--devices", metavar="0,1,...",
+                        help="run one worker process per listed GPU of this host, each pinned to its GPU, all on the "
+                             "same study")
     search.add_argument("--heartbeat", type=_positive, default=HEARTBEAT_SECONDS, metavar="SECONDS",
                         help=f"with a database --storage, a worker's heartbeat interval; a trial silent for "
                              f"{GRACE_INTERVALS} intervals is retried (default {HEARTBEAT_SECONDS})")

@@ -10,9 +10,11 @@ persistent storage, so the same command resumes it, and several workers can shar
 storage.py); the cache record is rewritten after every measurement.
 """
 import contextlib
+import os
 import signal
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +27,7 @@ from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measurement, Operands, me
 from .problem import Problem
 from .runtime import Runtime
 from .space import SEED, Space
-from .storage import CLAIMED, HEARTBEAT_SECONDS, SPENT, SharedStorage, config_key
+from .storage import CLAIMED, HEARTBEAT_SECONDS, SPENT, SharedStorage, config_key, worker_name
 
 SAMPLERS = {
     "tpe": lambda seed: optuna.samplers.TPESampler(seed=seed, multivariate=True),
@@ -148,13 +150,16 @@ class Search:
         label = _redacted(storage) if storage else "journal file under the cache directory"
         self.storage_label = label if len(label) <= record.MAX_TEXT else "..." + label[3 - record.MAX_TEXT:]
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.shared = SharedStorage(storage, root / "studies" / f"{runtime.device.slug}.journal", heartbeat)
+        visible = runtime.backend.visible_devices
+        self.shared = SharedStorage(storage, root / "studies" / f"{runtime.device.slug}.journal", heartbeat,
+                                    f"{visible}={os.environ[visible]}" if visible in os.environ else "")
         self.study = optuna.create_study(
             storage=self.shared.storage, study_name=name or study_name(runtime, problem),
             direction="maximize", load_if_exists=True)
-        # A resumed run draws new random numbers: seeding with the trial count avoids replaying
-        # the first run's suggestions, which would all be duplicates.
-        self.study.sampler = SAMPLERS[sampler](seed + len(self.study.trials))
+        # A resumed run and a second worker draw new random numbers: seeding with the trial count and
+        # the worker avoids replaying another run's suggestions, which would all be duplicates.
+        self.study.sampler = SAMPLERS[sampler]((seed + len(self.study.trials) + zlib.crc32(worker_name().encode()))
+                                               % 2**32)
         identity = {"fingerprint": runtime.device.fingerprint, "problem": problem.key}
         held = self.study.user_attrs.get("identity", identity)
         if held != identity:

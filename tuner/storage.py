@@ -138,10 +138,11 @@ class _NoLock:
 class SharedStorage:
     """An Optuna storage opened for several workers: its claim lock and its heartbeat."""
 
-    def __init__(self, url: str | None, default: Path, heartbeat: int = HEARTBEAT_SECONDS):
+    def __init__(self, url: str | None, default: Path, heartbeat: int = HEARTBEAT_SECONDS, pinned: str = ""):
         """`url`: any Optuna storage URL, or a path taken as a journal file; `default`: the journal
-        file used without one. A database URL gets heartbeats every `heartbeat` seconds."""
-        self.heartbeat = None
+        file used without one. A database URL gets heartbeats every `heartbeat` seconds. `pinned`
+        (such as CUDA_VISIBLE_DEVICES=1) is recorded on this worker's trials."""
+        self.heartbeat, self.pinned = None, pinned
         if url and "://" in url:
             self.storage, self.lock = self._database(url, heartbeat)
         else:
@@ -179,6 +180,8 @@ class SharedStorage:
     def sign(self, trial) -> None:
         """Mark `trial`, just asked for, as this worker's, with a first heartbeat."""
         trial.set_user_attr("worker", worker_name())
+        if self.pinned:
+            trial.set_user_attr("pinned", self.pinned)
         self.beat(trial)
 
     def beat(self, trial) -> None:
