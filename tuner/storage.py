@@ -80,7 +80,8 @@ class _FileLock:
     """An exclusive fcntl lock on a file beside the study's journal or SQLite file. The kernel
     releases it when its process dies, so a worker killed while holding it blocks no one (Optuna's
     default symlink lock for journals is broken only after 30 s). It also serves as the journal's
-    append lock (acquire and release)."""
+    append lock (acquire and release), on a file of its own (.flock) so that it never meets the
+    symlink lock of a tool opening the journal with Optuna's defaults."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -149,7 +150,7 @@ class SharedStorage:
             path = Path(url) if url else default
             path.parent.mkdir(parents=True, exist_ok=True)
             self.storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
-                str(path), lock_obj=_FileLock(path.with_name(path.name + ".lock"))))
+                str(path), lock_obj=_FileLock(path.with_name(path.name + ".flock"))))
             self.lock = _FileLock(path.with_name(path.name + ".claims.lock"))
 
     def _database(self, url: str, heartbeat: int):
@@ -165,6 +166,8 @@ class SharedStorage:
         except Exception as error:  # SQLAlchemy's errors for a bad URL or an unreachable server
             raise ValueError(f"--storage {url!r} cannot be opened: {str(error).strip().splitlines()[0]}") from None
         self.heartbeat = heartbeat
+        # Optuna warns at every ask that heartbeats are meant for Study.optimize: this worker records them itself.
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
         dialect = storage.engine.dialect.name
         if dialect == "postgresql":
             return storage, _AdvisoryLock(storage.engine)
