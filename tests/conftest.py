@@ -17,9 +17,9 @@ def postgres_server():
     from postgres_server import Server, Unavailable
 
     try:
-        import psycopg2  # noqa: F401
+        import psycopg  # noqa: F401
     except ImportError:
-        pytest.skip("psycopg2 is not installed: pip install -e '.[postgres]'")
+        pytest.skip("psycopg is not installed: pip install -e '.[postgres]'")
     try:
         server = Server()
     except (Unavailable, OSError, subprocess.SubprocessError) as reason:

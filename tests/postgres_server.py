@@ -77,16 +77,14 @@ class Server:
 
     def database(self) -> str:
         """The URL of a new, empty database on the server."""
-        import psycopg2
+        import psycopg
 
         self._created += 1
         name = f"tuner{self._created}_{int(time.time() * 1000) % 10**8}"
-        connection = psycopg2.connect(host="127.0.0.1", port=self.port, user="tuner", dbname="postgres")
-        connection.autocommit = True
-        with connection.cursor() as cursor:
-            cursor.execute(f"CREATE DATABASE {name}")
-        connection.close()
-        return f"postgresql+psycopg2://tuner@127.0.0.1:{self.port}/{name}"
+        with psycopg.connect(host="127.0.0.1", port=self.port, user="tuner", dbname="postgres",
+                             autocommit=True) as connection:
+            connection.execute(f"CREATE DATABASE {name}")
+        return f"postgresql://tuner@127.0.0.1:{self.port}/{name}"
 
     def stop(self) -> None:
         try:

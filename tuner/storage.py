@@ -161,8 +161,8 @@ class SharedStorage:
                     url, heartbeat_interval=heartbeat, grace_period=GRACE_INTERVALS * heartbeat,
                     heartbeat_stale_trial_callback=retry)
         except ImportError as error:
-            raise ValueError(f"--storage {url!r} needs a database driver that is not installed ({error}); "
-                             "for PostgreSQL: pip install -e '.[postgres]'") from None
+            raise ValueError(f"--storage {url!r} needs a database driver that is not installed "
+                             f"({error.__cause__ or error}); for PostgreSQL: pip install -e '.[postgres]'") from None
         except Exception as error:  # SQLAlchemy's errors for a bad URL or an unreachable server
             raise ValueError(f"--storage {url!r} cannot be opened: {str(error).strip().splitlines()[0]}") from None
         self.heartbeat = heartbeat
