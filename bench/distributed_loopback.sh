@@ -35,7 +35,7 @@ TQDM_DISABLE=1 "${SEARCH[@]}" --cache-dir "$WORK/hostB" > "$WORK/hostB.log" 2>&1
 B=$!
 
 echo "## 3. progress, while they run"
-until ls "$WORK"/hostB/records/*/*.json > /dev/null 2>&1; do sleep 1; done
+until ls "$WORK"/hostB/records/*/*.json > /dev/null 2>&1 || ! kill -0 $B 2> /dev/null; do sleep 1; done
 run .venv/bin/tuner list --cache-dir "$WORK/hostB"
 wait $A; echo "[host A exit $?]"
 wait $B; echo "[host B exit $?]"
@@ -51,7 +51,7 @@ run .venv/bin/pip install -q optuna-dashboard 2>&1 | grep -v "is ignored"
 echo "\$ .venv/bin/optuna-dashboard $URL --host 127.0.0.1 --port 8080 &"
 .venv/bin/optuna-dashboard "$URL" --host 127.0.0.1 --port 8080 > "$WORK/dashboard.log" 2>&1 &
 D=$!
-until curl -sf http://127.0.0.1:8080/api/studies > /dev/null; do sleep 1; done
+for _ in $(seq 60); do curl -sf http://127.0.0.1:8080/api/studies > /dev/null && break; sleep 1; done
 echo "\$ curl -s http://127.0.0.1:8080/api/studies   (summarised)"
 curl -s http://127.0.0.1:8080/api/studies | .venv/bin/python -c '
 import json, sys
