@@ -52,11 +52,14 @@ echo "\$ .venv/bin/optuna-dashboard $URL --host 127.0.0.1 --port 8080 &"
 .venv/bin/optuna-dashboard "$URL" --host 127.0.0.1 --port 8080 > "$WORK/dashboard.log" 2>&1 &
 D=$!
 for _ in $(seq 60); do curl -sf http://127.0.0.1:8080/api/studies > /dev/null && break; sleep 1; done
-echo "\$ curl -s http://127.0.0.1:8080/api/studies   (summarised)"
-curl -s http://127.0.0.1:8080/api/studies | .venv/bin/python -c '
-import json, sys
-for study in json.load(sys.stdin)["study_summaries"]:
-    print(study["study_name"], "trials:", study.get("n_trials"), "best:", study.get("best_trial", {}).get("values"))'
+echo "\$ curl -s http://127.0.0.1:8080/api/studies; curl -s http://127.0.0.1:8080/api/studies/ID   (summarised)"
+ID=$(curl -s http://127.0.0.1:8080/api/studies | .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)["study_summaries"][0]["study_id"])')
+curl -s "http://127.0.0.1:8080/api/studies/$ID" | .venv/bin/python -c '
+import collections, json, sys
+study = json.load(sys.stdin)
+print(study["name"], "trials:", len(study["trials"]), dict(collections.Counter(t.get("state") for t in study["trials"])))
+print("best trial:", [(t.get("number"), t.get("values")) for t in study["best_trials"]])
+print("user attributes shown per trial:", sorted({a["key"] for t in study["trials"] for a in t.get("user_attrs", [])}))'
 kill $D
 
 echo "## the study, read with Optuna: kinds of trials, workers, pinning, duplicates"
