@@ -5,9 +5,10 @@ Every suggestion becomes a finished trial, so the sampler learns from all of the
 - already in the study: answered from its earlier trial, not measured again;
 - measured: verified, then timed; a compile, launch or correctness failure is infeasible (a
   constraint), not an ignored FAIL trial.
-Only an interrupted trial is FAIL, and one asked for as the budget ran out. The study lives in
-persistent storage, so the same command resumes it, and several workers can share it (see
-storage.py); the cache record is rewritten after every measurement.
+FAIL is left to a trial that was interrupted, whose worker died (it is queued again), or that
+was asked for as the budget ran out. The study lives in persistent storage, so the same command
+resumes it, and several workers can share it (see storage.py); the cache record is rewritten
+after every measurement.
 """
 import contextlib
 import os
