@@ -117,7 +117,7 @@ def _study(root) -> optuna.Study:
 
 
 def _measured(study) -> list:
-    return [t for t in study.trials if t.user_attrs.get("kind") == "measured"]
+    return [t for t in study.trials if t.state.name == "COMPLETE" and t.user_attrs.get("kind") == "measured"]
 
 
 def test_ctrl_c_stops_cleanly_and_keeps_the_results(tmp_path):

@@ -15,7 +15,8 @@ COMMAND = [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simu
 
 
 def _measured(root) -> dict[int, tuple[dict, float]]:
-    """(params, value) of every measured trial of the study, by trial number; empty before the study exists."""
+    """(params, value) of every trial the study holds as measured, by trial number; empty before the
+    study exists. (A worker killed between labelling a trial and telling it leaves a running trial.)"""
     journals = list((root / "studies").glob("*.journal"))
     if not journals:
         return {}
@@ -24,7 +25,8 @@ def _measured(root) -> dict[int, tuple[dict, float]]:
     if not names:
         return {}
     study = optuna.load_study(study_name=names[0], storage=storage)
-    return {t.number: (t.params, t.value) for t in study.trials if t.user_attrs.get("kind") == "measured"}
+    return {t.number: (t.params, t.value) for t in study.trials
+            if t.state.name == "COMPLETE" and t.user_attrs.get("kind") == "measured"}
 
 
 def test_twenty_sigkills_at_random_moments_lose_nothing(tmp_path):
