@@ -114,7 +114,8 @@ def test_devices_runs_one_pinned_worker_per_device_on_one_study(tmp_path):
     assert len(list(cache.record_paths(tmp_path))) == 1
 
 
-def test_ctrl_c_stops_every_device_worker_cleanly(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_every_device_worker_cleanly(tmp_path, stop):
     parent = subprocess.Popen([sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL,
                                "--trials", "200", "--devices", "0,1", "--cache-dir", str(tmp_path)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -124,7 +125,7 @@ def test_ctrl_c_stops_every_device_worker_cleanly(tmp_path):
         if study and len({t.user_attrs.get("worker") for t in study.trials if t.user_attrs.get("kind")}) == 2:
             break  # both workers have told a trial
         time.sleep(0.1)
-    parent.send_signal(signal.SIGINT)
+    parent.send_signal(stop)
     out, err = parent.communicate(timeout=120)
     assert parent.returncode == 130 and "Traceback" not in err and "interrupted" in err, err
     trials = _study(tmp_path, None).trials

@@ -4,7 +4,7 @@ Each worker is the same `tuner search` command without `--devices`, pinned to it
 backend's visibility variable (CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES), so that it sees
 that GPU alone. The workers share the study through its storage, so the budget, the claims and
 the cache record are the study's (see storage.py). Their output comes back prefixed with their
-device, and Ctrl-C stops them all cleanly.
+device, and Ctrl-C (or SIGTERM) stops them all cleanly.
 """
 import os
 import signal
@@ -55,10 +55,15 @@ def _relay(stream, prefix: str, out) -> None:
         out.flush()
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int:
     """Run `command` (a `tuner search` without --devices) once per device, pinned; wait for all.
     The exit status is 130 after Ctrl-C, else 0 if every worker succeeded, else the highest
     (1 for a worker killed by a signal)."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's SIGTERM stops them as Ctrl-C does
     workers = []
     for device in devices:
         worker = subprocess.Popen(command, env=pinned_environment(backend, device, dict(os.environ)), text=True,
@@ -89,6 +94,7 @@ def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int
             for _, worker, _ in workers:
                 if worker.poll() is None:
                     worker.send_signal(sent)
+    signal.signal(signal.SIGTERM, previous)
     failed = {device: worker.returncode for device, worker, _ in workers if worker.returncode != 0}
     if interrupted:
         print("tuner search: interrupted; completed trials are kept, run the same command to resume", file=sys.stderr)
