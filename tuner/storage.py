@@ -2,14 +2,13 @@
 
 A worker is one `tuner search` process on the study: several on one host (`--devices`, or the same
 command started twice) through the default journal file, or on many hosts through a database URL
-(PostgreSQL). Three mechanisms make them one search:
+(PostgreSQL). Two mechanisms make them one search:
 - a dead worker's running trial is found (heartbeats in a database; the process id on this host)
   and queued again, with Optuna's retry callback;
-- before measuring, a worker claims its configuration under a lock shared by all workers: it
-  measures only if no other worker has measured or claimed the same configuration, and only
-  while the study's budget has room;
-- the lock is a file lock for a journal file or SQLite, and a PostgreSQL advisory lock for
-  PostgreSQL.
+- before measuring, a worker claims its configuration under a lock shared by all workers (a file
+  lock beside a journal or SQLite file, a PostgreSQL advisory lock): it measures only if no other
+  worker has measured or claimed the same configuration, and only while the study's budget has
+  room.
 """
 import contextlib
 import copy
