@@ -171,3 +171,12 @@ def test_a_worker_command_keeps_every_option_but_devices():
     args = build_parser().parse_args(argv)
     again = build_parser().parse_args(worker_command(args, simulated=True)[3:])
     assert {**vars(args), "devices": None, "simulate": True} == vars(again)
+
+
+def test_without_postgresql_or_root_the_server_says_why(monkeypatch):
+    import postgres_server
+
+    monkeypatch.setattr(postgres_server, "_binaries", lambda: None)
+    monkeypatch.setattr(postgres_server.os, "geteuid", lambda: 1000)
+    with pytest.raises(postgres_server.Unavailable, match="installing it needs apt-get as root"):
+        postgres_server.Server()
