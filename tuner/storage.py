@@ -247,7 +247,8 @@ class SharedStorage:
                 self._recover(study)
                 trials = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.COMPLETE))
                 measured = [other for other in trials if _measured(other)]
-                earlier = next((other for other in measured if config_key(other.params) == key), None)
+                earlier = next((other for other in measured
+                                if other.user_attrs.get("claim", config_key(other.params)) == key), None)
                 if earlier is not None:
                     return earlier
                 claims = [other.user_attrs["claim"] for other in trials if other.state == TrialState.RUNNING
