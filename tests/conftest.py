@@ -1,7 +1,34 @@
 """Tests run on Numba's CUDA simulator: no GPU is needed. PTX tests start their own processes."""
 import os
+import subprocess
 import tempfile
+
+import pytest
 
 # Must be set before numba.cuda is first imported anywhere in the test process.
 os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 os.environ.setdefault("TUNER_KERNEL_DIR", tempfile.mkdtemp(prefix="tuner-test-kernels-"))
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server on loopback for the session, installed with apt-get if missing; the
+    tests that need it are skipped, with the reason, if that cannot be done."""
+    from postgres_server import Server, Unavailable
+
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed: pip install -e '.[postgres]'")
+    try:
+        server = Server()
+    except (Unavailable, OSError, subprocess.SubprocessError) as reason:
+        pytest.skip(f"no PostgreSQL server: {reason}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """The URL of a new, empty PostgreSQL database."""
+    return postgres_server.database()

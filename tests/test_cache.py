@@ -73,3 +73,42 @@ def test_the_cache_directory_follows_flag_then_environment(tmp_path, monkeypatch
     assert cache.cache_dir() == tmp_path / "env"
     monkeypatch.delenv("TUNER_CACHE_DIR")
     assert cache.cache_dir().name == "tuner"
+
+
+WRITERS, ENTRIES = 8, 50
+SHARED = Problem(7, 7, 7)  # a record every writer writes into
+
+
+def _write_many(root, writer: int, start) -> None:
+    """Write ENTRIES records of their own, and each also into one record they all share."""
+    start.wait()
+    shared = cache.record_path(root, H100.slug, SHARED.key)
+    for entry in range(ENTRIES):
+        problem = Problem(8 + writer, 8 + entry, 8)
+        gflops = 1.0 + writer * ENTRIES + entry
+        cache.write_record(cache.record_path(root, H100.slug, problem.key),
+                           make_record(H100, problem, [(CONFIGS[entry % 8], gflops)]))
+        cache.write_record(shared, make_record(H100, SHARED, [(CONFIGS[writer], gflops)]))
+
+
+def test_eight_processes_writing_at_once_lose_no_entry(tmp_path):
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    writers = [context.Process(target=_write_many, args=(tmp_path, writer, start)) for writer in range(WRITERS)]
+    for writer in writers:
+        writer.start()
+    start.set()
+    for writer in writers:
+        writer.join(timeout=300)
+        assert writer.exitcode == 0
+    records = {path.name: cache.read_record(path) for path in cache.record_paths(tmp_path)}
+    assert len(records) == WRITERS * ENTRIES + 1
+    for writer in range(WRITERS):
+        for entry in range(ENTRIES):
+            record = records[f"{Problem(8 + writer, 8 + entry, 8).key}.json"]
+            assert record["best"]["measurement"]["gflops"] == 1.0 + writer * ENTRIES + entry
+    shared = records[f"{SHARED.key}.json"]
+    assert shared["best"]["measurement"]["gflops"] == WRITERS * ENTRIES
+    assert [entry["config"] for entry in [shared["best"], *shared["runners_up"]]] == [
+        CONFIGS[writer].as_dict() for writer in range(WRITERS - 1, WRITERS - 2 - RUNNERS_UP, -1)]
+    assert not list(tmp_path.rglob("*.tmp"))

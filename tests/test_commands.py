@@ -11,7 +11,7 @@ import pytest
 
 from tuner import cache
 from tuner.cli import main
-from tuner.search import ORPHAN_GRACE_SECONDS
+from tuner.storage import ORPHAN_GRACE_SECONDS
 
 SMALL = ["--shape", "16", "16", "16"]
 
@@ -117,7 +117,7 @@ def _study(root) -> optuna.Study:
 
 
 def _measured(study) -> list:
-    return [t for t in study.trials if t.user_attrs.get("kind") == "measured"]
+    return [t for t in study.trials if t.state.name == "COMPLETE" and t.user_attrs.get("kind") == "measured"]
 
 
 def test_ctrl_c_stops_cleanly_and_keeps_the_results(tmp_path):
@@ -143,7 +143,7 @@ def test_a_killed_search_loses_no_completed_trial_and_resumes(tmp_path, capsys):
     measured = _measured(study)
     assert len(measured) >= record["budget"]["measured"] >= 2
     assert record["best"]["trial"] in [t.number for t in measured]
-    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1",
+    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", str(len(measured) + 1),
                  "--cache-dir", str(tmp_path)]) == 0
     resumed = _study(tmp_path)
     assert len(_measured(resumed)) == len(measured) + 1

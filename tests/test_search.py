@@ -3,6 +3,7 @@ import dataclasses
 import json
 
 import numpy as np
+import optuna
 import pytest
 
 import tuner.measure
@@ -166,3 +167,26 @@ def test_a_study_name_is_bound_to_its_device_and_problem(tmp_path):
     _search(tmp_path, name="shared").run(trials=1, timeout=None)
     with pytest.raises(ValueError, match="holds float32-16x16x16 on device .*; choose another --study name"):
         Search(open_runtime(CUDA, simulate=True), Problem(32, 32, 32), root=tmp_path, name="shared")
+
+
+def test_a_database_storage_gets_heartbeats_and_claims(tmp_path):
+    search = _search(tmp_path, storage=f"sqlite:///{tmp_path / 'study.db'}", heartbeat=3)
+    outcome = search.run(trials=None, timeout=None, budget=2)
+    assert outcome.spent and outcome.measured == 2 and search.shared.heartbeat == 3
+    assert all(t.user_attrs["claim"] == json.dumps(t.params, sort_keys=True) for t in _measured(search))
+    assert search.shared.storage.grace_period == 12  # four silent heartbeats
+    assert cache.read_record(outcome.record_path)["budget"]["measured"] == 2
+
+
+def test_a_trial_taken_for_dead_is_dropped_without_an_error(tmp_path):
+    search = _search(tmp_path)
+    trial = search._running = search.study.ask()
+    search.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)  # as another worker would
+    search._tell(trial, "invalid", 0.0, 1.0, reasons=["planted"])
+    assert search._running is None and search.study.trials[trial.number].state.name == "FAIL"
+
+
+def test_a_budget_already_spent_measures_nothing(tmp_path):
+    _search(tmp_path).run(trials=None, timeout=None, budget=1)
+    outcome = _search(tmp_path).run(trials=None, timeout=None, budget=1)
+    assert outcome.spent and outcome.measured == 0 and outcome.record["budget"]["measured"] == 1

@@ -1,7 +1,8 @@
 """The GPU targets a kernel is generated for, and everything that differs between them.
 
 This is the one place that knows the backends apart: the Numba module the kernel source uses,
-the hardware limits the search space is checked against, and what the compiler supports.
+the hardware limits the search space is checked against, what the compiler supports, and the
+variable that pins a process to a GPU.
 """
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ class Backend:
     dtypes: tuple[str, ...]  # input dtypes the backend's compiler supports
     max_registers: bool  # whether the jit decorator accepts max_registers
     launch_bounds: bool  # whether the jit decorator accepts launch_bounds
+    visible_devices: str  # the environment variable that limits a process to some of the GPUs
 
 
 CUDA = Backend(
@@ -45,6 +47,7 @@ CUDA = Backend(
     dtypes=("float32", "float64", "float16"),
     max_registers=True,
     launch_bounds=True,
+    visible_devices="CUDA_VISIBLE_DEVICES",
 )
 
 ROC = Backend(
@@ -63,6 +66,7 @@ ROC = Backend(
     dtypes=("float32", "float64"),
     max_registers=False,
     launch_bounds=False,
+    visible_devices="HIP_VISIBLE_DEVICES",
 )
 
 BACKENDS = {backend.name: backend for backend in (CUDA, ROC)}

@@ -2,7 +2,8 @@
 
 Records live under <cache dir>/records/<backend>-<device>-<fingerprint>/<dtype>-<m>x<n>x<k>.json.
 They are written atomically (a temporary file, then a rename) under an exclusive lock, so a
-reader never sees half a record and concurrent searches merge instead of overwriting each other.
+reader never sees half a record, concurrent searches merge instead of overwriting each other, and
+the temporary file of a writer killed mid-write is removed by the next writer.
 Records measured for this project on real GPUs ship read-only in the repository's cache/.
 """
 import contextlib
@@ -102,13 +103,16 @@ def write_record(path: Path, new: dict) -> None:
     if problem:
         raise AssertionError(f"refusing to write an invalid record to {path}: {problem}")
     with _locked(path):
+        for stale in path.parent.glob(f"{path.name}.*.tmp"):
+            stale.unlink(missing_ok=True)  # under the lock, left only by a writer killed mid-write
         if path.exists():
             try:
                 new = _merge(read_record(path), new)
             except CacheError:
                 pass  # an unreadable old record is replaced, not merged
         text = json.dumps(new, indent=2, sort_keys=True) + "\n"
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as tmp:
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f"{path.name}.", suffix=".tmp",
+                                         delete=False) as tmp:
             tmp.write(text)
             tmp.flush()
             os.fsync(tmp.fileno())

@@ -10,6 +10,7 @@ from .backends import BACKENDS, get_backend
 from .problem import Problem
 from .runtime import NoGPU, Runtime, RuntimeUnavailable, detect_runtime, open_runtime, simulator_enabled
 from .sampler import SAMPLERS
+from .storage import GRACE_INTERVALS, HEARTBEAT_SECONDS
 
 DEFAULT_SHAPE = {"gpu": (4096, 4096, 4096), "simulator": (32, 32, 32)}
 DEFAULT_TRIALS = {"gpu": 60, "simulator": 6}
@@ -43,28 +44,35 @@ def _search(args) -> int:
     from .report import print_failures
     from .search import Search
 
+    if args.devices is not None:
+        return _search_on_devices(args)
     runtime = _open(args.backend, args.simulate)
     problem = _problem(args, runtime)
     if args.trials is None and args.timeout is None:
         args.trials = DEFAULT_TRIALS["simulator" if runtime.simulated else "gpu"]
     root = cache.cache_dir(args.cache_dir)
     search = Search(runtime, problem, root=root, seed=args.seed, sampler=args.sampler,
-                    storage=args.storage, name=args.study)
+                    storage=args.storage, name=args.study, heartbeat=args.heartbeat)
     unit = " (simulated)" if runtime.simulated else ""
+    measured = search.shared.measured_count(search.study)
     print(f"searching {problem.key} on {runtime.device.name} [{runtime.device.fingerprint}]; "
-          f"times are {runtime.clock}; study {search.study.study_name!r} has {search.trial_count()} trials",
-          file=sys.stderr)
-    bar = tqdm(total=args.trials, unit="variant", file=sys.stderr, dynamic_ncols=True, desc="search")
+          f"times are {runtime.clock}; study {search.study.study_name!r} has {search.trial_count()} trials, "
+          f"{measured} measured" + (f" of a budget of {args.trials}" if args.trials else ""), file=sys.stderr)
+    bar = tqdm(total=args.trials, initial=min(measured, args.trials or measured), unit="variant", file=sys.stderr,
+               dynamic_ncols=True, desc="study")
 
     def progress(outcome, measurement, best):
-        bar.update(1)
+        bar.update(search.shared.measured_count(search.study) - bar.n)  # every worker's measurements
         bar.set_postfix_str(f"best {best:.3g} GFLOP/s{unit}" if best else "none passed yet")
 
     with bar:
-        outcome = search.run(args.trials, args.timeout, progress)
+        outcome = search.run(None, args.timeout, progress, budget=args.trials)
+    measured = search.shared.measured_count(search.study)
+    budget = f" (its budget: {args.trials})" if args.trials else ""
     print(f"this run: measured {outcome.measured} ({outcome.failed} failed), {outcome.invalid} invalid and "
           f"{outcome.duplicates} repeated suggestions answered without measuring; the study now has "
-          f"{search.trial_count()} trials" + (f"; stopped: {outcome.stopped}" if outcome.stopped else ""))
+          f"{search.trial_count()} trials, {measured} measured{budget}"
+          + (f"; stopped: {outcome.stopped}" if outcome.stopped else ""))
     if outcome.record:
         _print_record_summary(outcome.record)
     else:
@@ -80,6 +88,29 @@ def _search(args) -> int:
               file=sys.stderr)
         return 130
     return 0 if outcome.record else 1
+
+
+def _search_on_devices(args) -> int:
+    """`tuner search --devices`: the same search in one worker process per listed GPU."""
+    from .workers import check_devices, parse_devices, run_workers
+
+    backend, devices = get_backend(args.backend), parse_devices(args.devices)
+    simulated = args.simulate or simulator_enabled()
+    if not simulated:
+        check_devices(backend, devices)
+    return run_workers(worker_command(args, simulated), backend, devices)
+
+
+def worker_command(args, simulated: bool) -> list[str]:
+    """The `tuner search` command line of one worker: these arguments without --devices."""
+    command = [sys.executable, "-m", "tuner", "search", "--backend", args.backend, "--dtype", args.dtype,
+               "--seed", str(args.seed), "--sampler", args.sampler, "--heartbeat", str(args.heartbeat)]
+    command += ["--simulate"] if simulated else []
+    command += ["--shape", *map(str, args.shape)] if args.shape else []
+    for option in ("trials", "timeout", "storage", "study", "cache_dir"):
+        if getattr(args, option) is not None:
+            command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
+    return command
 
 
 def _print_record_summary(record: dict) -> None:
@@ -254,7 +285,9 @@ def add_parsers(subparsers) -> None:
     search.add_argument("--dtype", default="float32", help="float32 (default), float64 or float16 (cuda only)")
     search.add_argument("--shape", nargs=3, type=int, metavar=("M", "N", "K"),
                         help="the product's shape (default 4096 4096 4096 on a GPU, 32 32 32 simulated)")
-    search.add_argument("--trials", type=_positive, help="variants to measure (default 60 on a GPU, 6 simulated)")
+    search.add_argument("--trials", type=_positive,
+                        help="the study's budget of measured variants, shared by every worker on it: a rerun measures "
+                             "only what is missing (default 60 on a GPU, 6 simulated)")
     search.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="stop after this long")
     search.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the test inputs")
     search.add_argument("--sampler", choices=SAMPLERS, default="local",
@@ -262,6 +295,12 @@ def add_parsers(subparsers) -> None:
     search.add_argument("--storage", metavar="URL",
                         help="an Optuna storage URL, or a journal file path (default: a journal file in the cache)")
     search.add_argument("--study", metavar="NAME", help="study name (default: from the problem and fingerprint)")
+    search.add_argument("--devices", metavar="0,1,...",
+                        help="run one worker process per listed GPU of this host, each pinned to its GPU, all on the "
+                             "same study")
+    search.add_argument("--heartbeat", type=_positive, default=HEARTBEAT_SECONDS, metavar="SECONDS",
+                        help=f"with a database --storage, a worker's heartbeat interval; a trial silent for "
+                             f"{GRACE_INTERVALS} intervals is retried (default {HEARTBEAT_SECONDS})")
     _add_cache_dir(search)
     search.set_defaults(run=_search)
 

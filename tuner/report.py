@@ -20,7 +20,8 @@ import optuna
 from optuna.trial import TrialState
 
 from . import cache, record
-from .search import open_storage, redacted
+from .search import redacted
+from .storage import open_storage
 from .space import SEED
 
 SIMULATED = "simulated CPU time"

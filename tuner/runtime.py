@@ -50,8 +50,9 @@ def simulating() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
-def _driver_device_count(backend: Backend) -> int:
-    """Devices the vendor driver reports, asked through ctypes so that no Numba module loads."""
+def driver_device_count(backend: Backend) -> int:
+    """Devices the vendor driver reports to this process (after CUDA_VISIBLE_DEVICES or
+    HIP_VISIBLE_DEVICES), asked through ctypes so that no Numba module loads; NoGPU if none."""
     if backend.name == "cuda":
         candidates, init, count = ["libcuda.so.1"], "cuInit", "cuDeviceGetCount"
     else:
@@ -160,7 +161,7 @@ def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
             raise RuntimeUnavailable("Numba read its configuration before --simulate took effect; "
                                      "set NUMBA_ENABLE_CUDASIM=1 before starting Python")
         return Runtime(backend, cuda, describe_simulator(backend.name))
-    _driver_device_count(backend)
+    driver_device_count(backend)
     os.environ.setdefault("NUMBA_HIP_DEFAULT_ARCH_WITH_FEATURES", "1")
     try:
         module = importlib.import_module(f"numba.{backend.module}")

@@ -5,18 +5,18 @@ Every suggestion becomes a finished trial, so the sampler learns from all of the
 - already in the study: answered from its earlier trial, not measured again;
 - measured: verified, then timed; a compile, launch or correctness failure is infeasible (a
   constraint), not an ignored FAIL trial.
-Only an interrupted trial is FAIL. The study lives in persistent storage, so the same command
-resumes it, and the cache record is rewritten after every measurement.
+FAIL is left to a trial that was interrupted, whose worker died (it is queued again), or that
+was asked for as the budget ran out. The study lives in persistent storage, so the same command
+resumes it, and several workers can share it (see storage.py); the cache record is rewritten
+after every measurement.
 """
 import contextlib
-import json
 import os
 import signal
-import socket
 import threading
 import time
+import zlib
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 import optuna
@@ -29,6 +29,7 @@ from .problem import Problem
 from .runtime import Runtime
 from .sampler import make_sampler
 from .space import SEED, Space
+from .storage import CLAIMED, HEARTBEAT_SECONDS, SPENT, SharedStorage, config_key, worker_name
 
 _STARTED = tuple(state for state in TrialState if state != TrialState.WAITING)
 # Stop when this many suggestions in a row were invalid or already measured: the sampler has
@@ -36,9 +37,6 @@ _STARTED = tuple(state for state in TrialState if state != TrialState.WAITING)
 MAX_UNMEASURED_IN_A_ROW = 500
 # A CUDA fault leaves the context unusable, so every later launch in the process fails too.
 MAX_LAUNCH_FAILURES_IN_A_ROW = 3
-# A trial is given its worker right after it is asked for; one still without after this long
-# belongs to a process killed in between.
-ORPHAN_GRACE_SECONDS = 5
 
 
 @dataclass
@@ -52,6 +50,7 @@ class Outcome:
     unmeasured_in_a_row: int = 0
     launch_failures_in_a_row: int = 0
     interrupted: bool = False
+    spent: bool = False  # the study holds its budget of measured variants
     stopped: str = ""  # why the run ended before its budget, if it did
     record: dict | None = None
     record_path: Path | None = None
@@ -59,28 +58,6 @@ class Outcome:
 
 def study_name(runtime: Runtime, problem: Problem) -> str:
     return f"matmul-{problem.key}-{runtime.device.fingerprint}"
-
-
-def storage_for(url: str | None, root: Path, runtime: Runtime):
-    """An Optuna storage: `url` if given, else a journal file under the cache directory.
-
-    A journal file rather than SQLite: it appends one line per operation under a file lock, so
-    several processes on one host can share a study (Optuna's FAQ rules SQLite out for that), a
-    crash loses at most the line being written, and it needs no database schema or migrations.
-    """
-    return open_storage(url or str(root / "studies" / f"{runtime.device.slug}.journal"))
-
-
-def open_storage(url: str):
-    """The Optuna storage at `url`: any Optuna URL, or a path taken as a journal file."""
-    if "://" in url:
-        try:
-            return optuna.storages.get_storage(url)
-        except Exception as error:  # SQLAlchemy's errors for a bad URL or an unreachable server
-            raise ValueError(f"--storage {url!r} cannot be opened: {str(error).splitlines()[0]}") from None
-    path = Path(url)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
 
 
 @contextlib.contextmanager
@@ -107,37 +84,6 @@ def redacted(url: str) -> str:
     from sqlalchemy.engine import make_url
 
     return make_url(url).render_as_string(hide_password=True)
-
-
-def _config_key(params: dict) -> str:
-    return json.dumps(params, sort_keys=True)
-
-
-def _worker() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _fail_orphans(study: optuna.Study) -> None:
-    """Mark FAIL the running trials whose worker on this host has died (a SIGKILL), and those
-    whose worker died before it could sign them."""
-    host = socket.gethostname()
-    now = datetime.now()
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        worker_host, _, pid = trial.user_attrs.get("worker", "").partition(":")
-        dead = worker_host == host and pid.isdigit() and not _alive(int(pid))
-        unsigned = not worker_host and (now - trial.datetime_start).total_seconds() > ORPHAN_GRACE_SECONDS
-        if dead or unsigned:
-            study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _measured(trial) -> bool:
@@ -201,7 +147,7 @@ def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Prob
     unique = {}
     for config in configs:
         if not space.violations(config):
-            unique.setdefault(_config_key(config.as_dict()), config)
+            unique.setdefault(config_key(config.as_dict()), config)
     return list(unique.values())
 
 
@@ -209,23 +155,28 @@ class Search:
     """One tuning job: a study for (device, problem), its measurements, and its cache record."""
 
     def __init__(self, runtime: Runtime, problem: Problem, *, root: Path, seed: int = 0,
-                 sampler: str = "local", storage: str | None = None, name: str | None = None):
+                 sampler: str = "local", storage: str | None = None, name: str | None = None,
+                 heartbeat: int = HEARTBEAT_SECONDS):
         self.runtime, self.problem, self.root, self.seed = runtime, problem, root, seed
         self.space = Space.of(runtime.backend, problem.dtype)
         label = redacted(storage) if storage else "journal file under the cache directory"
         self.storage_label = label if len(label) <= record.MAX_TEXT else "..." + label[3 - record.MAX_TEXT:]
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        visible = runtime.backend.visible_devices
+        self.shared = SharedStorage(storage, root / "studies" / f"{runtime.device.slug}.journal", heartbeat,
+                                    f"{visible}={os.environ[visible]}" if visible in os.environ else "")
         self.study = optuna.create_study(
-            storage=storage_for(storage, root, runtime), study_name=name or study_name(runtime, problem),
+            storage=self.shared.storage, study_name=name or study_name(runtime, problem),
             direction="maximize", load_if_exists=True)
-        # A resumed run draws new random numbers: seeding with the trial count avoids replaying
-        # the first run's suggestions, which would all be duplicates.
+        # A resumed run and a second worker draw new random numbers: seeding with the trial count and
+        # the worker avoids replaying another run's suggestions, which would all be duplicates.
         domains = self.space.domains()
 
         def valid(values: tuple) -> bool:
             return not self.space.violations(Config(**dict(zip(domains, values))))
 
-        self.study.sampler = make_sampler(sampler, seed + len(self.study.trials), domains, valid)
+        self.study.sampler = make_sampler(
+            sampler, (seed + len(self.study.trials) + zlib.crc32(worker_name().encode())) % 2**32, domains, valid)
         identity = {"fingerprint": runtime.device.fingerprint, "problem": problem.key}
         held = self.study.user_attrs.get("identity", identity)
         if held != identity:
@@ -233,25 +184,31 @@ class Search:
                              f"{held['fingerprint']}, not {problem.key} on {identity['fingerprint']}; "
                              "choose another --study name")
         self.study.set_user_attr("identity", identity)
-        _fail_orphans(self.study)
+        self.shared.recover(self.study)
         self._running = None  # the trial asked for and not yet told
+        self._budget = None  # measured variants the study may hold, set by run
         self.protocol = SIMULATOR_PROTOCOL if runtime.simulated else GPU_PROTOCOL
         self.path = cache.record_path(root, runtime.device.slug, problem.key)
-        self.history = {_config_key(trial.params): trial
+        self.history = {config_key(trial.params): trial
                         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                         if _measured(trial)}
 
     def enqueue(self, configs: list[Config]) -> list[Config]:
-        """Queue the configurations the study has neither measured nor queued; those queued."""
-        waiting = {trial.user_attrs.get("queued") for trial in self.study.get_trials(
-            deepcopy=False, states=(TrialState.WAITING,))}
-        queued = []
-        for config in configs:
-            key = _config_key(config.as_dict())
-            if key not in self.history and key not in waiting:
-                self.study.enqueue_trial(config.as_dict(), user_attrs={"queued": key})
-                waiting.add(key)
-                queued.append(config)
+        """Queue the configurations the study has neither measured, claimed nor queued; those
+        queued. Under the workers' lock, so that workers starting together queue each one once."""
+        with self.shared.lock.held(self.study.study_name):
+            taken = {config_key(trial.params) if trial.state == TrialState.COMPLETE else
+                     trial.user_attrs.get("queued") or trial.user_attrs.get("claim")
+                     for trial in self.study.get_trials(deepcopy=False, states=(
+                         TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE))
+                     if trial.state != TrialState.COMPLETE or _measured(trial)}
+            queued = []
+            for config in configs:
+                key = config_key(config.as_dict())
+                if key not in self.history and key not in taken:
+                    self.study.enqueue_trial(config.as_dict(), user_attrs={"queued": key})
+                    taken.add(key)
+                    queued.append(config)
         return queued
 
     def warm_start(self) -> list[Config]:
@@ -264,7 +221,7 @@ class Search:
 
     def measured(self, config: Config):
         """The study's finished trial that measured `config`, if any."""
-        return self.history.get(_config_key(config.as_dict()))
+        return self.history.get(config_key(config.as_dict()))
 
     def trial_count(self) -> int:
         """Trials the study has started (queued ones are not counted)."""
@@ -274,24 +231,31 @@ class Search:
         values = [trial.value for trial in self.history.values() if _passed(trial)]
         return max(values) if values else None
 
-    def run(self, trials: int | None, timeout: float | None, progress=None, warm: bool = True) -> Outcome:
+    def run(self, trials: int | None, timeout: float | None, progress=None, warm: bool = True,
+            budget: int | None = None) -> Outcome:
         """Measure up to `trials` new variants within `timeout` seconds, starting with the queued
-        ones (and, if `warm`, the known-good ones); Ctrl-C stops cleanly."""
+        ones (and, if `warm`, the known-good ones), and stop once the study holds `budget`
+        measured variants, counting every worker's; Ctrl-C stops cleanly."""
         if warm:
             self.warm_start()
         outcome = Outcome()
         operands = Operands.fresh(self.runtime, self.space, self.problem, self.seed)
         deadline = None if timeout is None else time.monotonic() + timeout
+        self._budget = budget
         try:
-            while trials is None or outcome.measured < trials:
-                outcome.stopped = self._reason_to_stop(outcome, deadline)
-                if outcome.stopped:
-                    break
-                measurement = self._step(operands, outcome)
-                if measurement is not None:
-                    outcome.record, outcome.record_path = self.save()
-                    if progress:
-                        progress(outcome, measurement, self.best_gflops())
+            with self.shared.beating(lambda: self._running):
+                while (trials is None or outcome.measured < trials) and not outcome.spent:
+                    outcome.stopped = self._reason_to_stop(outcome, deadline)
+                    if outcome.stopped:
+                        break
+                    if budget is not None and not self.shared.wait_for_room(self.study, budget):
+                        outcome.spent = True
+                        break
+                    measurement = self._step(operands, outcome)
+                    if measurement is not None:
+                        outcome.record, outcome.record_path = self.save()
+                        if progress:
+                            progress(outcome, measurement, self.best_gflops())
         except KeyboardInterrupt:
             outcome.interrupted = True
             if self._running is not None:
@@ -316,14 +280,16 @@ class Search:
         """Ask for one suggestion and answer it; the Measurement if it was measured."""
         with _shielded():
             trial = self._running = self.study.ask()
-            trial.set_user_attr("worker", _worker())
+            self.shared.sign(trial)
         params = suggest(trial, self.space.domains())
-        config, key = Config(**params), _config_key(params)
+        config, key = Config(**params), config_key(params)
         reasons = self.space.violations(config)
         if reasons:
             self._tell(trial, "invalid", 0.0, len(reasons), reasons=reasons)
             outcome.invalid += 1
             outcome.unmeasured_in_a_row += 1
+            return None
+        if key not in self.history and not self._claim(trial, key, outcome):
             return None
         if key in self.history:
             earlier = self.history[key]
@@ -340,12 +306,32 @@ class Search:
         outcome.launch_failures_in_a_row = outcome.launch_failures_in_a_row + 1 if measurement.status == "launch" else 0
         return measurement
 
+    def _claim(self, trial, key: str, outcome: Outcome) -> bool:
+        """Claim `key` for `trial` against the other workers (SharedStorage.claim). A configuration
+        another worker measured meanwhile joins the history, to be answered from it. False, with
+        the trial told FAIL as surplus, once the study's budget is spent."""
+        claimed = self.shared.claim(self.study, trial, key, self._budget)
+        if claimed == SPENT:
+            with _shielded():
+                trial.set_user_attr("kind", "surplus")
+                self.study.tell(trial, state=TrialState.FAIL)
+                self._running = None
+            outcome.spent = True
+            return False
+        if claimed != CLAIMED:
+            self.history[key] = claimed
+        return True
+
     def _tell(self, trial, kind: str, value: float, violation: float, **attrs) -> None:
         with _shielded():
-            frozen = answer(self.study, trial, kind, value, violation, **attrs)
-            self._running = None
+            try:
+                frozen = answer(self.study, trial, kind, value, violation, **attrs)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                return  # another worker took this one for dead (silent past the grace period) and queued it again
+            finally:
+                self._running = None
         if kind == "measured":
-            self.history[_config_key(frozen.params)] = frozen
+            self.history[config_key(frozen.params)] = frozen
 
     def save(self) -> tuple[dict | None, Path | None]:
         """Write the study's best so far to the cache: the record as stored and its path, or

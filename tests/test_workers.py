@@ -1,0 +1,182 @@
+"""Several workers on one study, on the simulator: through a real PostgreSQL server and through the
+default journal file; a worker killed mid-trial; the shared budget, claims and the one cache record;
+`--devices`, its pinning, its Ctrl-C and its mistakes."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import optuna
+import pytest
+
+from tuner import cache
+from tuner.backends import CUDA, ROC
+from tuner.cli import build_parser, main
+from tuner.commands import worker_command
+from tuner.runtime import NoGPU
+from tuner.workers import pinned_environment
+
+SMALL = ["--shape", "16", "16", "16"]
+BUDGET = 8
+HEARTBEAT = 2  # seconds; a killed worker's trial is retried after 4 silent intervals
+
+
+def _worker(root, seed: int, *options: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL, "--trials", str(BUDGET),
+         "--seed", str(seed), "--heartbeat", str(HEARTBEAT), "--cache-dir", str(root), *options],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TQDM_DISABLE": "1"})
+
+
+def _study(root, url: str | None) -> optuna.Study | None:
+    """The workers' study, once one of them has created it."""
+    if url:
+        storage = optuna.storages.RDBStorage(url)
+    else:
+        journals = list((root / "studies").glob("*.journal"))
+        if not journals:
+            return None
+        storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journals[0])))
+    names = optuna.get_all_study_names(storage)
+    return optuna.load_study(study_name=names[0], storage=storage) if names else None
+
+
+def _kill_one_mid_trial(root, url, workers) -> tuple[subprocess.Popen, int]:
+    """SIGKILL the first worker seen measuring (a running trial holding a claim): it and its trial."""
+    pids = {str(worker.pid): worker for worker in workers}
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        study = _study(root, url)
+        for trial in study.get_trials(states=(optuna.trial.TrialState.RUNNING,)) if study else []:
+            pid = trial.user_attrs.get("worker", "").partition(":")[2]
+            if "claim" in trial.user_attrs and pid in pids:
+                os.kill(int(pid), signal.SIGKILL)
+                pids[pid].communicate(timeout=60)
+                return pids[pid], trial.number
+        time.sleep(0.05)
+    raise AssertionError("no worker was seen measuring: " + str([w.communicate(timeout=60) for w in workers]))
+
+
+@pytest.mark.parametrize("storage", ["postgresql", "journal"])
+def test_three_workers_share_one_study_and_survive_a_killed_one(tmp_path, request, storage):
+    url = request.getfixturevalue("postgres_url") if storage == "postgresql" else None
+    options = ["--storage", url, "--study", "shared"] if url else []
+    workers = [_worker(tmp_path, seed, *options) for seed in range(3)]
+    killed, trial_number = _kill_one_mid_trial(tmp_path, url, workers)
+    for worker in workers:
+        if worker is not killed:
+            out, err = worker.communicate(timeout=600)
+            assert worker.returncode == 0 and "Traceback" not in err, err
+
+    study = _study(tmp_path, url)
+    trials = study.get_trials()
+    measured = [t for t in trials if t.state.name == "COMPLETE" and t.user_attrs.get("kind") == "measured"]
+    # Within budget, completed, none measured twice, none left running.
+    assert len(measured) == BUDGET
+    assert len({json.dumps(t.params, sort_keys=True) for t in measured}) == BUDGET
+    assert not [t for t in trials if t.state.name == "RUNNING"]
+    # The killed worker's trial failed, was queued again with its configuration, and answered.
+    dead = trials[trial_number]
+    assert dead.state.name == "FAIL"
+    [retried] = [t for t in trials if t.system_attrs.get("failed_trial") == trial_number]
+    assert retried.params == dead.params and retried.state.name == "COMPLETE"
+    assert retried.user_attrs["kind"] in ("measured", "duplicate")
+    # Every worker that finished wrote the same record: one file, the study's best.
+    [path] = cache.record_paths(tmp_path)
+    record = cache.read_record(path)
+    best = max((t for t in measured if t.user_attrs["measurement"]["status"] == "ok"), key=lambda t: t.value)
+    assert record["best"]["trial"] == best.number and record["best"]["config"] == best.params
+    assert record["budget"]["measured"] == BUDGET
+    assert not list(path.parent.glob("*.tmp"))
+
+
+def test_a_rerun_of_a_finished_study_measures_nothing(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL,
+                           "--trials", "1", "--cache-dir", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    again = subprocess.run(done.args, capture_output=True, text=True)
+    assert again.returncode == 0 and "this run: measured 0" in again.stdout
+    assert "1 measured (its budget: 1)" in again.stdout
+
+
+def test_devices_runs_one_pinned_worker_per_device_on_one_study(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL,
+                           "--trials", "6", "--devices", "0,1,2", "--cache-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert all(f"[cuda {device}] this run: measured" in done.stdout for device in range(3)), done.stdout
+    measured = [t for t in _study(tmp_path, None).trials if t.user_attrs.get("kind") == "measured"]
+    assert len(measured) == 6 and len({json.dumps(t.params, sort_keys=True) for t in measured}) == 6
+    pinned = {t.user_attrs["pinned"] for t in _study(tmp_path, None).trials if "pinned" in t.user_attrs}
+    assert pinned <= {f"CUDA_VISIBLE_DEVICES={device}" for device in range(3)} and len(pinned) >= 2
+    assert len(list(cache.record_paths(tmp_path))) == 1
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_every_device_worker_cleanly(tmp_path, stop):
+    parent = subprocess.Popen([sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL,
+                               "--trials", "200", "--devices", "0,1", "--cache-dir", str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        study = _study(tmp_path, None)
+        if study and len({t.user_attrs.get("worker") for t in study.trials if t.user_attrs.get("kind")}) == 2:
+            break  # both workers have told a trial
+        time.sleep(0.1)
+    parent.send_signal(stop)
+    out, err = parent.communicate(timeout=120)
+    assert parent.returncode == 130 and "Traceback" not in err and "interrupted" in err, err
+    trials = _study(tmp_path, None).trials
+    assert not [t for t in trials if t.state.name == "RUNNING"]
+    workers = {t.user_attrs["worker"].partition(":")[2] for t in trials if "worker" in t.user_attrs}
+    assert len(workers) == 2 and not [pid for pid in workers if os.path.exists(f"/proc/{pid}")]
+
+
+@pytest.mark.parametrize("devices, message", [
+    ("x", "--devices takes GPU indices separated by commas, such as 0,1,2,3, not 'x'"),
+    ("0,1,0", "--devices lists device 0 twice; give each GPU once"),
+    ("0,-1", "not '0,-1'"),
+    ("0,5", "there is no cuda GPU 5 here; this process sees 2 (0 to 1"),
+])
+def test_bad_devices_get_one_line(tmp_path, capsys, monkeypatch, devices, message):
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM")  # as on a GPU host
+    monkeypatch.setattr("tuner.workers.driver_device_count", lambda backend: 2)
+    status = main(["search", "--backend", "cuda", *SMALL, "--devices", devices, "--cache-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert status == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_devices_without_a_gpu_say_what_to_do(tmp_path, capsys, monkeypatch):
+    def no_gpu(backend):
+        raise NoGPU("no cuda driver found")
+
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM")
+    monkeypatch.setattr("tuner.workers.driver_device_count", no_gpu)
+    assert main(["search", "--backend", "cuda", "--devices", "0,1", "--cache-dir", str(tmp_path)]) == 2
+    assert "no cuda GPU here (no cuda driver found); add --simulate" in capsys.readouterr().err
+
+
+def test_a_worker_is_pinned_within_the_devices_this_process_sees():
+    assert pinned_environment(CUDA, 1, {})["CUDA_VISIBLE_DEVICES"] == "1"
+    assert pinned_environment(CUDA, 1, {"CUDA_VISIBLE_DEVICES": "4,6"})["CUDA_VISIBLE_DEVICES"] == "6"
+    assert pinned_environment(ROC, 0, {"HIP_VISIBLE_DEVICES": "3"})["HIP_VISIBLE_DEVICES"] == "3"
+
+
+def test_a_worker_command_keeps_every_option_but_devices():
+    argv = ["search", "--backend", "roc", "--dtype", "float64", "--shape", "8", "16", "32", "--trials", "5",
+            "--timeout", "9.5", "--seed", "3", "--sampler", "random", "--storage", "sqlite:///x.db", "--study", "s",
+            "--heartbeat", "7", "--cache-dir", "/tmp/c", "--devices", "0,1"]
+    args = build_parser().parse_args(argv)
+    again = build_parser().parse_args(worker_command(args, simulated=True)[3:])
+    assert {**vars(args), "devices": None, "simulate": True} == vars(again)
+
+
+def test_without_postgresql_or_root_the_server_says_why(monkeypatch):
+    import postgres_server
+
+    monkeypatch.setattr(postgres_server, "_binaries", lambda: None)
+    monkeypatch.setattr(postgres_server.os, "geteuid", lambda: 1000)
+    with pytest.raises(postgres_server.Unavailable, match="installing it needs apt-get as root"):
+        postgres_server.Server()

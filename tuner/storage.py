@@ -1,0 +1,279 @@
+"""Where a study lives, and how several workers share it without losing or repeating work.
+
+A worker is one `tuner search` process on the study: several on one host (`--devices`, or the same
+command started twice) through the default journal file, or on many hosts through a database URL
+(PostgreSQL). Two mechanisms make them one search:
+- a dead worker's running trial is found (heartbeats in a database; the process id on this host)
+  and queued again, with Optuna's retry callback;
+- before measuring, a worker claims its configuration under a lock shared by all workers (a file
+  lock beside a journal or SQLite file, a PostgreSQL advisory lock): it measures only if no other
+  worker has measured or claimed the same configuration, and only while the study's budget has
+  room.
+"""
+import contextlib
+import copy
+import fcntl
+import hashlib
+import json
+import os
+import socket
+import threading
+import time
+import warnings
+from datetime import datetime
+from pathlib import Path
+
+import optuna
+from optuna.storages import RetryHeartbeatStaleTrialCallback
+from optuna.trial import TrialState
+
+# A database worker records a heartbeat this often; one silent for GRACE_INTERVALS heartbeats is
+# dead, and its trial is failed and queued again.
+HEARTBEAT_SECONDS = 10
+GRACE_INTERVALS = 4
+# A trial is signed by its worker right after it is asked for; one still unsigned after this long
+# belongs to a process killed in between.
+ORPHAN_GRACE_SECONDS = 5
+# A trial whose worker died this many times is not queued again: it may be what kills them.
+MAX_RETRIES = 2
+# How often a worker waiting on another one looks at the study again.
+POLL_SECONDS = 0.5
+
+CLAIMED, SPENT = "claimed", "spent"
+
+
+def config_key(params: dict) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+def worker_name() -> str:
+    """This process as a trial's `worker` attribute: host:pid."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _measured(trial) -> bool:
+    return trial.state == TrialState.COMPLETE and trial.user_attrs.get("kind") == "measured"
+
+
+def retry(study: optuna.Study, trial) -> None:
+    """Queue a dead worker's trial again (Optuna's RetryHeartbeatStaleTrialCallback, which keeps
+    the retry history), with the worker's attributes dropped so that the retry starts clean."""
+    clean = copy.deepcopy(trial)
+    clean.user_attrs = {"queued": config_key(trial.params)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRIES)(study, clean)
+
+
+class _FileLock:
+    """An exclusive fcntl lock on a file beside the study's journal or SQLite file. The kernel
+    releases it when its process dies, so a worker killed while holding it blocks no one (Optuna's
+    default symlink lock for journals is broken only after 30 s). It also serves as the journal's
+    append lock (acquire and release), on a file of its own (.flock) so that it never meets the
+    symlink lock of a tool opening the journal with Optuna's defaults."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._file = None
+
+    def acquire(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a")
+        fcntl.flock(self._file, fcntl.LOCK_EX)
+        return True
+
+    def release(self) -> None:
+        file, self._file = self._file, None
+        fcntl.flock(file, fcntl.LOCK_UN)
+        file.close()
+
+    @contextlib.contextmanager
+    def held(self, study_name: str):
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+
+class _AdvisoryLock:
+    """A PostgreSQL session advisory lock keyed by the study's name; the server drops it if the
+    worker dies while holding it."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    @contextlib.contextmanager
+    def held(self, study_name: str):
+        from sqlalchemy import text
+
+        key = int.from_bytes(hashlib.sha256(f"tuner:{study_name}".encode()).digest()[:8], "big", signed=True)
+        with self.engine.connect() as connection:
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+            try:
+                yield
+            finally:
+                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+
+
+class _NoLock:
+    """Other databases: claims are checked without a lock, so two workers that claim the same
+    configuration in the same instant may both measure it."""
+
+    @contextlib.contextmanager
+    def held(self, study_name: str):
+        yield
+
+
+def open_storage(url: str):
+    """The storage at `url` (any Optuna URL, or a journal file path), opened as workers open it."""
+    return SharedStorage(url, Path(url)).storage
+
+
+class SharedStorage:
+    """An Optuna storage opened for several workers: its claim lock and its heartbeat."""
+
+    def __init__(self, url: str | None, default: Path, heartbeat: int = HEARTBEAT_SECONDS, pinned: str = ""):
+        """`url`: any Optuna storage URL, or a path taken as a journal file; `default`: the journal
+        file used without one. A database URL gets heartbeats every `heartbeat` seconds. `pinned`
+        (such as CUDA_VISIBLE_DEVICES=1) is recorded on this worker's trials."""
+        self.heartbeat, self.pinned = None, pinned
+        if url and "://" in url:
+            self.storage, self.lock = self._database(url, heartbeat)
+        else:
+            path = Path(url) if url else default
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
+                str(path), lock_obj=_FileLock(path.with_name(path.name + ".flock"))))
+            self.lock = _FileLock(path.with_name(path.name + ".claims.lock"))
+
+    def _database(self, url: str, heartbeat: int):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                storage = optuna.storages.RDBStorage(
+                    url, heartbeat_interval=heartbeat, grace_period=GRACE_INTERVALS * heartbeat,
+                    heartbeat_stale_trial_callback=retry)
+        except ImportError as error:
+            raise ValueError(f"--storage {url!r} needs a database driver that is not installed "
+                             f"({error.__cause__ or error}); for PostgreSQL: pip install -e '.[postgres]'") from None
+        except Exception as error:  # SQLAlchemy's errors for a bad URL or an unreachable server
+            raise ValueError(f"--storage {url!r} cannot be opened: {str(error).strip().splitlines()[0]}") from None
+        self.heartbeat = heartbeat
+        # Optuna warns at every ask that heartbeats are meant for Study.optimize: this worker records them itself.
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+        dialect = storage.engine.dialect.name
+        if dialect == "postgresql":
+            return storage, _AdvisoryLock(storage.engine)
+        database = storage.engine.url.database
+        if dialect == "sqlite" and database and database != ":memory:":
+            return storage, _FileLock(Path(database + ".claims.lock"))
+        return storage, _NoLock()
+
+    def grace_seconds(self) -> float:
+        """How long a worker may stay silent before its trial is taken as dead."""
+        return max(ORPHAN_GRACE_SECONDS, GRACE_INTERVALS * self.heartbeat) if self.heartbeat else ORPHAN_GRACE_SECONDS
+
+    def sign(self, trial) -> None:
+        """Mark `trial`, just asked for, as this worker's, with a first heartbeat."""
+        trial.set_user_attr("worker", worker_name())
+        if self.pinned:
+            trial.set_user_attr("pinned", self.pinned)
+        self.beat(trial)
+
+    def beat(self, trial) -> None:
+        if self.heartbeat:
+            self.storage.record_heartbeat(trial._trial_id)  # Optuna's ask-and-tell API has no heartbeat of its own
+
+    @contextlib.contextmanager
+    def beating(self, running):
+        """A thread recording a heartbeat for `running()`, the trial in flight (or None), for the block."""
+        if not self.heartbeat:
+            yield
+            return
+        stop = threading.Event()
+
+        def pulse():
+            while not stop.wait(self.heartbeat):
+                trial = running()
+                if trial is not None:
+                    with contextlib.suppress(Exception):  # a lost beat is retried next interval
+                        self.beat(trial)
+
+        thread = threading.Thread(target=pulse, name="tuner-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+    def recover(self, study: optuna.Study) -> None:
+        """Fail and queue again the running trials of dead workers."""
+        with self.lock.held(study.study_name):
+            self._recover(study)
+
+    def _recover(self, study: optuna.Study) -> None:
+        if self.heartbeat:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                optuna.storages.fail_stale_trials(study)
+        host, now = socket.gethostname(), datetime.now()
+        for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            worker_host, _, pid = trial.user_attrs.get("worker", "").partition(":")
+            # Without heartbeats (a journal file, on one host) a worker is dead when its process is gone.
+            dead = not self.heartbeat and worker_host == host and pid.isdigit() and not _alive(int(pid))
+            unsigned = not worker_host and (now - trial.datetime_start).total_seconds() > self.grace_seconds()
+            if dead or unsigned:
+                study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+                if trial.params:
+                    retry(study, trial)
+
+    def measured_count(self, study: optuna.Study) -> int:
+        return sum(map(_measured, study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))))
+
+    def claim(self, study: optuna.Study, trial, key: str, budget: int | None):
+        """Claim configuration `key` for `trial` before measuring it. Returns CLAIMED; or the trial
+        that measured it already (another worker may have); or SPENT when the study holds
+        `budget` measured variants. While another live worker holds a claim on the same
+        configuration, or the claims in flight fill the budget, it waits for them to finish."""
+        while True:
+            with self.lock.held(study.study_name):
+                self._recover(study)
+                trials = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.COMPLETE))
+                measured = [other for other in trials if _measured(other)]
+                earlier = next((other for other in measured
+                                if other.user_attrs.get("claim", config_key(other.params)) == key), None)
+                if earlier is not None:
+                    return earlier
+                claims = [other.user_attrs["claim"] for other in trials if other.state == TrialState.RUNNING
+                          and other.number != trial.number and "claim" in other.user_attrs]
+                if budget is not None and len(measured) >= budget:
+                    return SPENT
+                if key not in claims and (budget is None or len(measured) + len(claims) < budget):
+                    trial.set_user_attr("claim", key)
+                    return CLAIMED
+            time.sleep(POLL_SECONDS)
+
+    def wait_for_room(self, study: optuna.Study, budget: int) -> bool:
+        """Wait while the claims in flight fill the budget; False once the budget is spent."""
+        while True:
+            self.recover(study)
+            trials = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.COMPLETE))
+            measured = sum(map(_measured, trials))
+            if measured >= budget:
+                return False
+            claims = sum(other.state == TrialState.RUNNING and "claim" in other.user_attrs for other in trials)
+            if measured + claims < budget:
+                return True
+            time.sleep(POLL_SECONDS)

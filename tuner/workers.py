@@ -1,0 +1,107 @@
+"""`tuner search --devices 0,1,2,3`: one worker process per GPU of this host, all on one study.
+
+Each worker is the same `tuner search` command without `--devices`, pinned to its GPU by the
+backend's visibility variable (CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES), so that it sees
+that GPU alone. The workers share the study through its storage, so the budget, the claims and
+the cache record are the study's (see storage.py). Their output comes back prefixed with their
+device, and Ctrl-C (or SIGTERM) stops them all cleanly.
+"""
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+from .backends import Backend
+from .runtime import NoGPU, driver_device_count
+
+
+def parse_devices(text: str) -> list[int]:
+    """The device indices of `--devices 0,1,2,3`; ValueError saying what to pass instead."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() for part in parts):
+        raise ValueError(f"--devices takes GPU indices separated by commas, such as 0,1,2,3, not {text!r}")
+    devices = [int(part) for part in parts]
+    repeated = sorted({device for device in devices if devices.count(device) > 1})
+    if repeated:
+        raise ValueError(f"--devices lists device {repeated[0]} twice; give each GPU once")
+    return devices
+
+
+def check_devices(backend: Backend, devices: list[int]) -> None:
+    """Refuse indices this host's GPUs of `backend` do not have, in one line saying what exists."""
+    try:
+        count = driver_device_count(backend)
+    except NoGPU as reason:
+        raise ValueError(f"--devices {','.join(map(str, devices))}: no {backend.name} GPU here ({reason}); "
+                         "add --simulate to run one simulated worker per index, or drop --devices") from None
+    missing = [device for device in devices if device >= count]
+    if missing:
+        raise ValueError(f"--devices: there is no {backend.name} GPU {missing[0]} here; this process sees "
+                         f"{count} (0 to {count - 1}, `tuner devices` lists them)")
+
+
+def pinned_environment(backend: Backend, device: int, environ: dict) -> dict:
+    """`environ` for a worker that sees only GPU `device`, numbered as this process sees them (an
+    index into an existing CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES)."""
+    visible = environ.get(backend.visible_devices)
+    target = visible.split(",")[device].strip() if visible else str(device)
+    return {**environ, backend.visible_devices: target, "TQDM_DISABLE": "1"}
+
+
+def _relay(stream, prefix: str, out) -> None:
+    for line in stream:
+        out.write(f"{prefix}{line}")
+        out.flush()
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int:
+    """Run `command` (a `tuner search` without --devices) once per device, pinned; wait for all.
+    The exit status is 130 after Ctrl-C, else 0 if every worker succeeded, else the highest
+    (1 for a worker killed by a signal)."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's SIGTERM stops them as Ctrl-C does
+    workers = []
+    for device in devices:
+        worker = subprocess.Popen(command, env=pinned_environment(backend, device, dict(os.environ)), text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        prefix = f"[{backend.name} {device}] "
+        relays = [threading.Thread(target=_relay, args=(worker.stdout, prefix, sys.stdout)),
+                  threading.Thread(target=_relay, args=(worker.stderr, prefix, sys.stderr))]
+        for relay in relays:
+            relay.start()
+        workers.append((device, worker, relays))
+    print(f"tuner search: {len(workers)} workers started, pinned with {backend.visible_devices}; "
+          "Ctrl-C stops them all", file=sys.stderr)
+    interrupted = False
+    # A worker runs in its own session, so a Ctrl-C at the terminal reaches only this process,
+    # which hands each worker exactly one SIGINT: they keep what they measured and exit 130.
+    # A second Ctrl-C kills them; the study and the cache survive that too.
+    signals = [signal.SIGINT, signal.SIGKILL]
+    while True:
+        try:
+            for _, worker, relays in workers:
+                worker.wait()
+                for relay in relays:
+                    relay.join()
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+            sent = signals.pop(0) if signals else signal.SIGKILL
+            for _, worker, _ in workers:
+                if worker.poll() is None:
+                    worker.send_signal(sent)
+    signal.signal(signal.SIGTERM, previous)
+    failed = {device: worker.returncode for device, worker, _ in workers if worker.returncode != 0}
+    if interrupted:
+        print("tuner search: interrupted; completed trials are kept, run the same command to resume", file=sys.stderr)
+        return 130
+    if failed:
+        print("tuner search: " + ", ".join(
+            f"the worker on {backend.name} {device} " + (f"exited with {status}" if status > 0 else
+                                                          f"was killed by signal {-status}")
+            for device, status in failed.items()), file=sys.stderr)
+    return max((status if status > 0 else 1 for status in failed.values()), default=0)
