@@ -14,9 +14,11 @@ OUTDIR/fraction_vs_evaluations.png are written from them, and the table is print
 import argparse
 import concurrent.futures
 import json
+import os
 import statistics
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 from kernel_tuner_strategies import BUDGETS, STRATEGIES
@@ -105,6 +107,7 @@ def plot(summary: dict, target: Path) -> None:
             style = {"linewidth": 2.5, "color": "black"} if strategy == "tuner local" else {"linewidth": 1}
             axis.plot(budgets, [cells[str(budget)]["mean"] for budget in budgets], marker="o", label=strategy, **style)
         axis.set_xscale("log")
+        axis.minorticks_off()
         axis.set_xticks(BUDGETS, [str(budget) for budget in BUDGETS])
         axis.set_xlabel("evaluations")
         axis.set_ylabel("fraction of the optimum (mean over seeds)")
@@ -133,7 +136,8 @@ def main() -> None:
                         "--strategies", *STRATEGIES, "--budgets", *map(str, BUDGETS)], check=True)
     summary = summarize(datasets, args.outdir)
     document = {**provenance(" ".join(["python", *sys.argv]), "CPU (replay of recorded measurements)"),
-                "datasets": [str(path) for path in datasets], "seeds": args.seeds, "summary": summary}
+                "search_versions": {name: version(name) for name in ("optuna", "kernel_tuner", "numpy")},
+                "datasets": [os.path.relpath(path, ROOT) for path in datasets], "seeds": args.seeds, "summary": summary}
     (args.outdir / "summary.json").write_text(json.dumps(document, indent=1))
     (args.outdir / "table.md").write_text(table(summary))
     plot(summary, args.outdir / "fraction_vs_evaluations.png")

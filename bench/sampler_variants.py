@@ -1,0 +1,84 @@
+"""Variants of the default sampler that were tried and dropped, replayed on seeds kept apart from
+the experiment's (100-129), so that the choice was not made on the seeds it is judged by.
+
+    python bench/sampler_variants.py > bench/results/search_efficiency/sampler_variants.json
+
+Each variant changes one thing in tuner/sampler.py (a constant, or the neighbourhood) for the
+length of its runs; the line gives the mean fraction of the optimum after 25, 50, 100 and 200
+evaluations on each dataset in ../shared/data.
+"""
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from provenance import provenance
+
+from tuner import recorded, replay
+from tuner import sampler as module
+
+ROOT = Path(__file__).resolve().parent.parent
+SEEDS = range(100, 130)
+BUDGETS = (25, 50, 100, 200)
+
+
+def two_parameter_moves(self, point: tuple) -> list[tuple]:
+    """One-step moves, and one-step moves of two parameters at once."""
+    found = dict.fromkeys(original_neighbours(self, point))
+    for first in list(found):
+        for second in original_neighbours(self, first):
+            if second != point:
+                found.setdefault(second)
+    return list(found)
+
+
+def any_value_moves(self, point: tuple) -> list[tuple]:
+    """Any other value of one parameter, not only the next one along its order."""
+    found = []
+    for dimension, size in enumerate(self.sizes):
+        for index in range(size):
+            moved = point[:dimension] + (index,) + point[dimension + 1:]
+            if index != point[dimension] and self._valid(moved):
+                found.append(moved)
+    return found
+
+
+original_neighbours = module.LocalSearchSampler._neighbours
+VARIANTS = {
+    "default": {},
+    "STARTUP=5": {"STARTUP": 5},
+    "STARTUP=15": {"STARTUP": 15},
+    "GOOD_FRACTION=0.15": {"GOOD_FRACTION": 0.15},
+    "GOOD_FRACTION=0.35": {"GOOD_FRACTION": 0.35},
+    "NOISE=0": {"NOISE": 0.0},
+    "NOISE=1": {"NOISE": 1.0},
+    "two-parameter moves": {"_neighbours": two_parameter_moves},
+    "any-value moves": {"_neighbours": any_value_moves},
+}
+
+
+def main() -> None:
+    spaces = {path.name: recorded.load(path) for path in sorted((ROOT.parent / "shared" / "data").glob("*.json.gz"))}
+    results = {}
+    for name, changes in VARIANTS.items():
+        saved = {key: getattr(module, key) for key in changes if key.isupper()}
+        for key, value in changes.items():
+            setattr(module if key.isupper() else module.LocalSearchSampler, key, value)
+        try:
+            results[name] = {}
+            for dataset, space in spaces.items():
+                runs = [replay.replay(space, max(BUDGETS), "local", seed) for seed in SEEDS]
+                results[name][dataset] = {budget: statistics.fmean(run.fraction(space.optimum, budget) for run in runs)
+                                          for budget in BUDGETS}
+        finally:
+            for key, value in saved.items():
+                setattr(module, key, value)
+            module.LocalSearchSampler._neighbours = original_neighbours
+        rounded = {dataset: [round(value, 3) for value in cells.values()] for dataset, cells in results[name].items()}
+        print(name, rounded, file=sys.stderr, flush=True)
+    print(json.dumps({**provenance("python bench/sampler_variants.py", "CPU (replay of recorded measurements)"),
+                      "seeds": [SEEDS.start, SEEDS.stop - 1], "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
