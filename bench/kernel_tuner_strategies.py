@@ -7,8 +7,9 @@ bench/replay_experiment.py.
 Each run is `kernel_tuner.tune_cache(..., strategy=S, strategy_options={"max_fevals": N})` with
 Python's and NumPy's global generators seeded (Kernel Tuner's strategies draw from them). An
 evaluation is a distinct recorded configuration, failed ones included, in the order Kernel Tuner
-evaluated them; the line records the best time after each. Appends one JSON line per run, so an
-interrupted run keeps what it did and a rerun skips the runs already written.
+evaluated them; the line records the best time after each (null before the first success).
+Appends one JSON line per run, so an interrupted run keeps what it did and a rerun skips the runs
+already written.
 """
 import argparse
 import functools
@@ -56,7 +57,7 @@ def run(cache: Path, strategy: str, budget: int, seed: int) -> dict:
         seen.add(key)
         if not isinstance(result["time"], str):
             best = min(best, result["time"])
-        curve.append(best)
+        curve.append(best if best != float("inf") else None)
     return {"strategy": strategy, "budget": budget, "seed": seed, "best_ms": curve,
             "wall_seconds": round(time.perf_counter() - start, 3)}
 
@@ -98,8 +99,8 @@ def main() -> None:
                     row = {"dataset": args.cache.name, **run(cache, strategy, budget, seed)}
                     out.write(json.dumps(row) + "\n")
                     out.flush()
-                    print(f"{strategy} {budget} seed {seed}: best {row['best_ms'][-1]:.4g} ms "
-                          f"({len(row['best_ms'])} evaluations, {row['wall_seconds']} s)", file=sys.stderr)
+                    print(f"{strategy} {budget} seed {seed}: {len(row['best_ms'])} evaluations, "
+                          f"{row['wall_seconds']} s", file=sys.stderr)
 
 
 if __name__ == "__main__":

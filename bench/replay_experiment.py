@@ -37,8 +37,8 @@ def _stem(path: Path) -> str:
 
 def _tuner_run(path: str, sampler: str, seed: int, budget: int) -> dict:
     run = replay(recorded.load(path), budget, sampler, seed)
-    return {"sampler": sampler, "seed": seed, "best_ms": [seconds * 1e3 for seconds in run.best_seconds],
-            "recorded_cost_seconds": run.cost_seconds}
+    return {"sampler": sampler, "seed": seed, "recorded_cost_seconds": run.cost_seconds,
+            "best_ms": [seconds * 1e3 if seconds != float("inf") else None for seconds in run.best_seconds]}
 
 
 def run_tuner(path: Path, out: Path, seeds: int, workers: int) -> None:
@@ -51,15 +51,31 @@ def run_tuner(path: Path, out: Path, seeds: int, workers: int) -> None:
             row = future.result()
             file.write(json.dumps(row) + "\n")
             file.flush()
-            print(f"{path.name} {row['sampler']} seed {row['seed']}: best {row['best_ms'][-1]:.4g} ms", file=sys.stderr)
+            print(f"{path.name} {row['sampler']} seed {row['seed']}: {len(row['best_ms'])} evaluations",
+                  file=sys.stderr)
 
 
 def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def _fraction(optimum_ms: float, best_ms: list, budget: int) -> float:
+    """The fraction of the optimum found within `budget` evaluations of a run (all of them if
+    it stopped sooner: the space ran out, or the sampler converged); 0 before any success."""
+    found = best_ms[:budget]
+    return optimum_ms / found[-1] if found and found[-1] else 0.0
+
+
+def _cell(runs: list[tuple[float, int]]) -> dict:
+    fractions = [fraction for fraction, _ in runs]
+    return {"mean": statistics.fmean(fractions), "min": min(fractions),
+            "stdev": statistics.stdev(fractions) if len(fractions) > 1 else 0.0, "runs": len(runs),
+            "mean_evaluations": statistics.fmean(count for _, count in runs)}
+
+
 def summarize(datasets: list[Path], outdir: Path) -> dict:
-    """Mean, min and standard deviation of the fraction of the optimum per strategy and budget."""
+    """Per strategy and budget: the mean, min and standard deviation of the fraction of the
+    optimum, and the mean number of distinct configurations evaluated."""
     summary = {}
     for path in datasets:
         optimum_ms = recorded.load(path).optimum * 1e3
@@ -67,29 +83,27 @@ def summarize(datasets: list[Path], outdir: Path) -> dict:
         for row in _rows(outdir / f"tuner-{_stem(path)}.jsonl"):
             for budget in BUDGETS:
                 runs.setdefault(f"tuner {row['sampler']}", {}).setdefault(budget, []).append(
-                    optimum_ms / row["best_ms"][budget - 1] if len(row["best_ms"]) >= budget else 0.0)
+                    (_fraction(optimum_ms, row["best_ms"], budget), min(budget, len(row["best_ms"]))))
         for row in _rows(outdir / f"kernel_tuner-{_stem(path)}.jsonl"):
-            best = row["best_ms"][-1] if row["best_ms"] else float("inf")
             runs.setdefault(f"kernel_tuner {row['strategy']}", {}).setdefault(row["budget"], []).append(
-                optimum_ms / best)
-        summary[_stem(path)] = {
-            strategy: {str(budget): {"mean": statistics.fmean(values), "min": min(values),
-                                     "stdev": statistics.stdev(values) if len(values) > 1 else 0.0, "runs": len(values)}
-                       for budget, values in sorted(by_budget.items())}
-            for strategy, by_budget in runs.items()}
+                (_fraction(optimum_ms, row["best_ms"], row["budget"]), len(row["best_ms"])))
+        summary[_stem(path)] = {strategy: {str(budget): _cell(cells) for budget, cells in sorted(by_budget.items())}
+                                for strategy, by_budget in runs.items()}
     return summary
 
 
 def table(summary: dict) -> str:
     lines = []
     for dataset, strategies in summary.items():
-        lines += [f"**{dataset}**: mean fraction of the optimum found (runs per cell in brackets)", "",
+        runs = {cell["runs"] for cells in strategies.values() for cell in cells.values()}
+        lines += [f"**{dataset}**: mean fraction of the optimum found over {'/'.join(map(str, sorted(runs)))} "
+                  "runs, and in brackets the mean number of distinct configurations evaluated", "",
                   "| strategy | " + " | ".join(str(budget) for budget in BUDGETS) + " |",
                   "| --- |" + " ---: |" * len(BUDGETS)]
         for strategy, cells in strategies.items():
             lines.append(f"| {strategy} | " + " | ".join(
-                f"{cells[str(budget)]['mean']:.3f} ({cells[str(budget)]['runs']})" if str(budget) in cells else "-"
-                for budget in BUDGETS) + " |")
+                f"{cells[str(budget)]['mean']:.3f} ({cells[str(budget)]['mean_evaluations']:.0f})"
+                if str(budget) in cells else "-" for budget in BUDGETS) + " |")
         lines.append("")
     return "\n".join(lines)
 

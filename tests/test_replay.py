@@ -91,9 +91,12 @@ def test_a_sweep_file_is_read_in_the_projects_own_parameters(tmp_path):
 
 @pytest.mark.parametrize("content, message", [
     (b"", "not a Kernel Tuner cache file"),
+    (b"[1, 2]", "its top level is not an object"),
     (b'{"tune_params_keys": ["a"]}', "missing or malformed"),
     (b"\x1f\x8b not gzip", "neither JSON nor gzipped JSON"),
     (b'{"header": {}}\n', "not a tuner sweep file"),
+    (b'{"header": {"device": {"backend": "cuda"}, "problem": "float32-8x8x8"}}\n', "not a tuner sweep file"),
+    (b'{"header": {"device": {"backend": "cuda", "name": "x"}, "problem": 5}}\n', "not a tuner sweep file"),
 ])
 def test_a_file_that_is_not_a_recording_is_refused_in_one_line(tmp_path, content, message):
     path = tmp_path / "bad.json"
@@ -101,6 +104,25 @@ def test_a_file_that_is_not_a_recording_is_refused_in_one_line(tmp_path, content
     with pytest.raises(recorded.RecordingError, match=message) as error:
         recorded.load(path)
     assert "\n" not in str(error.value)
+
+
+def test_configurations_outside_the_domains_are_left_out_and_numeric_domains_are_ordered(tmp_path):
+    path = tmp_path / "odd.json"
+    fast = {"a": 4, "b": "x", "time": 1.0}  # a=4 is not in a's domain: no search could suggest it
+    document = {"tune_params_keys": ["a", "b"], "tune_params": {"a": [2, 1], "b": ["y", "x"]},
+                "cache": {"1,y": {"a": 1, "b": "y", "time": 3.0}, "2,x": {"a": 2, "b": "x", "time": 2.0}, "4,x": fast}}
+    path.write_text(json.dumps(document))
+    space = recorded.load(path)
+    assert space.left_out == 1 and space.optimum == 2e-3
+    assert space.domains == {"a": (1, 2), "b": ("y", "x")}
+
+
+def test_a_sweep_cut_off_mid_line_is_read_up_to_its_last_whole_line(tmp_path):
+    header = {"header": {"device": {"backend": "cuda", "name": "Made-up GPU"}, "problem": "float32-64x64x64"}}
+    row = {"config": Config().as_dict(), "status": "ok", "median_seconds": 1e-3, "times": [1e-3]}
+    path = tmp_path / "sweep.jsonl"
+    path.write_text(json.dumps(header) + "\n" + json.dumps(row) + "\n" + json.dumps(row)[:40])
+    assert len(recorded.load(path).results) == 1
 
 
 def test_the_default_search_suggests_only_new_valid_configurations_and_finds_the_optimum(space_file):
@@ -156,7 +178,7 @@ def test_a_replay_stops_when_the_space_is_exhausted(space_file):
     run = replay(space, 10_000, "local", seed=0)
     assert len(run.best_seconds) == len(space.results)
     assert run.fraction(space.optimum) == 1.0
-    assert run.evaluations_to(space.optimum) <= len(space.results)
+    assert run.evaluations_to(space.optimum * 1.2) < run.evaluations_to(space.optimum) <= len(space.results)
 
 
 def test_summaries_are_reproducible_and_the_default_beats_random_search(space_file):
@@ -174,7 +196,9 @@ def test_tuner_replay_prints_the_fraction_of_the_optimum(space_file, capsys):
     assert 0 < result["fraction_of_optimum"]["min"] <= result["fraction_of_optimum"]["mean"] <= 1
     assert main(["replay", str(space_file), "--trials", "30", "--repeat", "2", "--sampler", "random"]) == 0
     out = capsys.readouterr().out
-    assert "random, 2 searches of 30 evaluations" in out and "fraction of the optimum found: mean" in out
+    assert "random, 2 searches of up to 30 evaluations (seeds" in out and "fraction of the optimum found: mean" in out
+    assert main(["replay", str(space_file), "--trials", "1000", "--repeat", "1"]) == 0
+    assert "1 search of up to 1000 evaluations, 432 on average: the space ran out" in capsys.readouterr().out
 
 
 def test_tuner_replay_refuses_a_missing_file_in_one_line(tmp_path, capsys):

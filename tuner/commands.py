@@ -241,14 +241,18 @@ def _replay(args) -> int:
     space = load(args.file)
     summary = summarize(space, args.trials, args.repeat, args.sampler, args.seed).as_dict()
     if args.json:
-        print(json.dumps({"space": space.name, "configurations": len(space.results),
+        print(json.dumps({"space": space.name, "configurations": len(space.results), "left_out": space.left_out,
                           "optimum_seconds": space.optimum, **summary}))
         return 0
     fraction, near = summary["fraction_of_optimum"], summary["within_5_percent"]
-    print(f"{space.name}: {len(space.results)} recorded configurations, the best {space.optimum * 1e3:.4g} ms")
-    print(f"{args.sampler}, {args.repeat} searches of {args.trials} evaluations (seeds {args.seed}.."
-          f"{args.seed + args.repeat - 1}): fraction of the optimum found: mean {fraction['mean']:.3f}, "
-          f"min {fraction['min']:.3f}, max {fraction['max']:.3f}, sd {fraction['stdev']:.3f}")
+    left_out = f" ({space.left_out} more have values outside its domains and are left out)" if space.left_out else ""
+    print(f"{space.name}: {len(space.results)} recorded configurations{left_out}, the best "
+          f"{space.optimum * 1e3:.4g} ms")
+    fewer = (f", {summary['mean_evaluations']:.4g} on average: the space ran out or the sampler converged"
+             if summary["mean_evaluations"] < args.trials else "")
+    print(f"{args.sampler}, {args.repeat} search{'es' if args.repeat > 1 else ''} of up to {args.trials} evaluations"
+          f"{fewer} (seeds {args.seed}..{args.seed + args.repeat - 1}): fraction of the optimum found: mean "
+          f"{fraction['mean']:.3f}, min {fraction['min']:.3f}, max {fraction['max']:.3f}, sd {fraction['stdev']:.3f}")
     within = f"median {near['median_evaluations']:g} evaluations" if near["runs"] else "never"
     print(f"within {NEAR - 1:.0%} of the optimum: {near['runs']} of {args.repeat} searches, {within}; "
           f"recorded cost {summary['mean_recorded_cost_seconds']:.0f} s per search")

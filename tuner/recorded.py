@@ -25,11 +25,14 @@ class Result:
 @dataclass
 class RecordedSpace:
     """A recorded space: ordered parameter domains, and a result per recorded configuration
-    (a tuple of values in domain order). A combination with no result is invalid."""
+    (a tuple of values in domain order). A combination with no result is invalid. Recorded
+    configurations with a value outside the domains, which no search can suggest, are left out
+    and counted in `left_out`."""
 
     name: str
     domains: dict[str, tuple]
     results: dict[tuple, Result]
+    left_out: int = 0
 
     @property
     def optimum(self) -> float:
@@ -37,8 +40,13 @@ class RecordedSpace:
         return min(result.seconds for result in self.results.values() if result.seconds is not None)
 
     def __post_init__(self):
+        reachable = {key: result for key, result in self.results.items()
+                     if all(value in domain for value, domain in zip(key, self.domains.values()))}
+        self.left_out += len(self.results) - len(reachable)
+        self.results = reachable
         if not any(result.seconds is not None for result in self.results.values()):
-            raise RecordingError(f"{self.name}: no configuration was measured successfully")
+            raise RecordingError(f"{self.name}: no configuration within its parameter domains was measured "
+                                 "successfully")
 
 
 def load(path: str | Path) -> RecordedSpace:
@@ -72,9 +80,11 @@ def _json(path: Path, text: str):
 
 
 def _from_kernel_tuner(path: Path, document) -> RecordedSpace:
+    if not isinstance(document, dict):
+        raise RecordingError(f"{path}: not a Kernel Tuner cache file (its top level is not an object)")
     try:
         names = list(document["tune_params_keys"])
-        domains = {name: tuple(document["tune_params"][name]) for name in names}
+        domains = {name: _ordered(document["tune_params"][name]) for name in names}
         entries = document["cache"]
         results = {}
         for entry in entries.values():
@@ -95,6 +105,13 @@ def _from_kernel_tuner(path: Path, document) -> RecordedSpace:
                          domains, results)
 
 
+def _ordered(domain: list) -> tuple:
+    """A domain in ascending order when it is all numbers (the local search moves along it),
+    else as written."""
+    numeric = all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in domain)
+    return tuple(sorted(domain) if numeric else domain)
+
+
 def _from_sweep(path: Path, text: str) -> RecordedSpace:
     """A sweep file: the space's domains come from the project's own space for its backend and
     dtype; the configurations not measured (a sampled sweep) are left out of the replay."""
@@ -102,8 +119,12 @@ def _from_sweep(path: Path, text: str) -> RecordedSpace:
     from .space import Space
 
     try:
-        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+        lines = [line for line in text.splitlines() if line.strip()]
+        if not text.endswith("\n"):
+            lines = lines[:-1]  # cut off mid-line by a sweep that was killed
+        lines = [json.loads(line) for line in lines]
         header = lines[0]["header"]
+        name = f"tuner {header['problem']} on {header['device']['name']}"
         space = Space.of(get_backend(header["device"]["backend"]), header["problem"].split("-")[0])
         domains = space.domains()
         results = {}
@@ -114,6 +135,6 @@ def _from_sweep(path: Path, text: str) -> RecordedSpace:
                 results[key] = Result(row["median_seconds"], "", cost + sum(row["times"]))
             else:
                 results[key] = Result(None, row["status"], cost)
-    except (json.JSONDecodeError, KeyError, TypeError, IndexError, ValueError) as error:
+    except (json.JSONDecodeError, KeyError, TypeError, IndexError, ValueError, AttributeError) as error:
         raise RecordingError(f"{path}: not a tuner sweep file ({type(error).__name__}: {error})") from None
-    return RecordedSpace(f"tuner {header['problem']} on {header['device']['name']}", domains, results)
+    return RecordedSpace(name, domains, results)

@@ -74,6 +74,7 @@ class Summary:
         reached = sorted(count for count in needed if count is not None)
         return {
             "sampler": self.sampler, "trials": self.trials, "repeats": len(self.runs),
+            "mean_evaluations": statistics.fmean(len(run.best_seconds) for run in self.runs),
             "fraction_of_optimum": {"mean": statistics.fmean(fractions), "min": min(fractions),
                                     "max": max(fractions),
                                     "stdev": statistics.stdev(fractions) if len(fractions) > 1 else 0.0},
