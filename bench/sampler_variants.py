@@ -46,6 +46,9 @@ def any_value_moves(self, point: tuple) -> list[tuple]:
 original_neighbours = module.LocalSearchSampler._neighbours
 VARIANTS = {
     "default": {},
+    "EXPANDED=1": {"EXPANDED": 1},
+    "EXPANDED=3": {"EXPANDED": 3},
+    "EXPANDED=5": {"EXPANDED": 5},
     "STARTUP=5": {"STARTUP": 5},
     "STARTUP=15": {"STARTUP": 15},
     "GOOD_FRACTION=0.15": {"GOOD_FRACTION": 0.15},

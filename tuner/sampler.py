@@ -2,16 +2,17 @@
 over the finite set of valid configurations.
 
 The default (`local`) works on any space given as ordered parameter domains and a test of
-validity, so the same code tunes the project's kernels and replays recorded spaces
-with their own parameters. It keeps no state of its own: every suggestion is worked out from the
+validity, so the same code tunes the project's kernels and replays recorded spaces with their
+own parameters. It keeps no state of its own: every suggestion is worked out from the
 study's trials, so a resumed study, or several workers on one study, go on where the study is.
 
 1. Until STARTUP configurations are evaluated, suggest an unseen valid one at random.
-2. Then take the evaluated configurations best first, and the first that has unseen neighbours:
-   configurations that differ from it in one parameter by one step of that parameter's ordered
-   domain (a power of two up or down, a flag flipped). Among those neighbours, suggest the one a
-   TPE-style model prefers: the ratio of the parameter-value densities of the best quarter of
-   the evaluated configurations to the rest, with ordinal smoothing, plus Gumbel noise for ties.
+2. Then take the evaluated configurations best first, and the first two that have unseen
+   neighbours: configurations that differ from one of them in one parameter by one step of that
+   parameter's ordered domain (a power of two up or down, a flag flipped). Among those
+   neighbours, suggest the one a TPE-style model prefers: the ratio of the parameter-value
+   densities of the best quarter of the evaluated configurations to the rest, with ordinal
+   smoothing, plus Gumbel noise for ties.
 3. When no evaluated configuration has unseen neighbours, apply the model to unseen
    configurations anywhere.
 
@@ -25,6 +26,8 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 STARTUP = 10
+# How many of the best evaluated configurations (with unseen neighbours) offer their neighbours.
+EXPANDED = 2
 GOOD_FRACTION = 0.25
 NOISE = 0.3
 # Unseen configurations scored when the search leaves the neighbourhoods: a uniform sample.
@@ -126,13 +129,17 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         return list(found)
 
     def _neighbourhood(self, ranked: np.ndarray, seen: set) -> list[tuple]:
-        """The unseen neighbours of the best evaluated configuration that has any."""
+        """The unseen neighbours of the best EXPANDED evaluated configurations that have any."""
+        found, expanded = {}, 0
         for point in ranked:
             unseen = [neighbour for neighbour in self._neighbours(tuple(int(index) for index in point))
                       if neighbour not in seen]
             if unseen:
-                return unseen
-        return []
+                found.update(dict.fromkeys(unseen))
+                expanded += 1
+                if expanded == EXPANDED:
+                    break
+        return list(found)
 
     def _neighbours(self, point: tuple) -> list[tuple]:
         if point in self.adjacent:
