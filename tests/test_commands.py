@@ -8,6 +8,7 @@ import time
 
 import optuna
 import pytest
+from processes import answers_ctrl_c
 
 from tuner import cache
 from tuner.cli import main
@@ -94,7 +95,8 @@ def test_with_no_gpu_the_search_says_so_and_simulates(tmp_path):
 def _start_search(root) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "200",
-         "--cache-dir", str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "--cache-dir", str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=answers_ctrl_c)
 
 
 def _wait_for_measurements(root, process, count: int) -> dict:

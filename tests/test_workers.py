@@ -10,6 +10,7 @@ import time
 
 import optuna
 import pytest
+from processes import answers_ctrl_c
 
 from tuner import cache
 from tuner.backends import CUDA, ROC
@@ -118,7 +119,7 @@ def test_devices_runs_one_pinned_worker_per_device_on_one_study(tmp_path):
 def test_ctrl_c_stops_every_device_worker_cleanly(tmp_path, stop):
     parent = subprocess.Popen([sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL,
                                "--trials", "200", "--devices", "0,1", "--cache-dir", str(tmp_path)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=answers_ctrl_c)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         study = _study(tmp_path, None)

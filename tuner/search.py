@@ -63,8 +63,9 @@ def study_name(runtime: Runtime, problem: Problem) -> str:
 @contextlib.contextmanager
 def _shielded():
     """Hold Ctrl-C until the block ends, so that a write to the study or the cache is never cut
-    in half (a half-written journal line or a lock left held)."""
-    if threading.current_thread() is not threading.main_thread():
+    in half (a half-written journal line or a lock left held). A process started with Ctrl-C
+    ignored (nohup, a shell's background job) goes on ignoring it here too."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield
         return
     pending = []
