@@ -181,3 +181,14 @@ def test_without_postgresql_or_root_the_server_says_why(monkeypatch):
     monkeypatch.setattr(postgres_server.os, "geteuid", lambda: 1000)
     with pytest.raises(postgres_server.Unavailable, match="installing it needs apt-get as root"):
         postgres_server.Server()
+
+
+def test_workers_opening_a_new_postgresql_database_at_once_all_get_the_study(postgres_url, tmp_path):
+    # Each worker's first connection creates Optuna's schema if it is missing: started together
+    # on a new database, as the README's distributed section has them, they race to create it.
+    script = ("import sys; from pathlib import Path; from tuner.storage import SharedStorage; "
+              "SharedStorage(sys.argv[1], Path(sys.argv[2]))")
+    openers = [subprocess.Popen([sys.executable, "-c", script, postgres_url, str(tmp_path / "unused.journal")],
+                                stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    errors = [opener.communicate(timeout=120)[1] for opener in openers]
+    assert [opener.returncode for opener in openers] == [0] * 6, "\n".join(errors)

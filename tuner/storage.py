@@ -16,6 +16,7 @@ import fcntl
 import hashlib
 import json
 import os
+import random
 import socket
 import threading
 import time
@@ -38,6 +39,9 @@ ORPHAN_GRACE_SECONDS = 5
 MAX_RETRIES = 2
 # How often a worker waiting on another one looks at the study again.
 POLL_SECONDS = 0.5
+
+# Tries at opening a database whose schema other workers are creating at the same moment.
+SCHEMA_ATTEMPTS = 10
 
 CLAIMED, SPENT = "claimed", "spent"
 
@@ -140,6 +144,25 @@ def open_storage(url: str):
     return SharedStorage(url, Path(url)).storage
 
 
+def _rdb_storage(url: str, heartbeat: int) -> optuna.storages.RDBStorage:
+    """Optuna's RDBStorage with heartbeats. Opening one creates Optuna's schema in a new database,
+    and workers started together race to do so (PostgreSQL then refuses all but one with a
+    duplicate key): the losers try again, and find the schema made."""
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    for attempt in range(SCHEMA_ATTEMPTS):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(
+                    url, heartbeat_interval=heartbeat, grace_period=GRACE_INTERVALS * heartbeat,
+                    heartbeat_stale_trial_callback=retry)
+        except (IntegrityError, ProgrammingError):
+            if attempt == SCHEMA_ATTEMPTS - 1:
+                raise
+            time.sleep(random.uniform(0.05, 0.5))
+
+
 class SharedStorage:
     """An Optuna storage opened for several workers: its claim lock and its heartbeat."""
 
@@ -159,11 +182,7 @@ class SharedStorage:
 
     def _database(self, url: str, heartbeat: int):
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                storage = optuna.storages.RDBStorage(
-                    url, heartbeat_interval=heartbeat, grace_period=GRACE_INTERVALS * heartbeat,
-                    heartbeat_stale_trial_callback=retry)
+            storage = _rdb_storage(url, heartbeat)
         except ImportError as error:
             raise ValueError(f"--storage {url!r} needs a database driver that is not installed "
                              f"({error.__cause__ or error}); for PostgreSQL: pip install -e '.[postgres]'") from None
