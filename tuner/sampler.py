@@ -48,7 +48,7 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         self.valid = valid
         self.verdicts = {}  # point (a tuple of value positions) -> valid(configuration)
         self.adjacent = {}  # point -> its valid neighbours
-        self.finished = {}  # trial id -> (point, score) of the complete trials
+        self.finished = {}  # trial number -> (point, score) of the complete trials
         self.barren = -1  # how many configurations were seen when a search found no unseen one
         self.rng = np.random.default_rng(seed)
         self.fallback = optuna.samplers.RandomSampler(seed)
@@ -65,7 +65,7 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
             return {}
         seen, scores = set(), {}
         for other in study.get_trials(deepcopy=False, states=_SEEN):
-            point, score = self.finished.get(other._trial_id) or self._outcome(study, other)
+            point, score = self.finished.get(other.number) or self._outcome(study, other)
             if point is not None:
                 seen.add(point)
                 if score is not None:
@@ -96,7 +96,7 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
             feasible = all(value <= 0 for value in trial.constraints.values()) and trial.value is not None
             sign = 1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else -1.0
             score = sign * trial.value if feasible else -np.inf
-            self.finished[trial._trial_id] = (point, score)
+            self.finished[trial.number] = (point, score)
         return point, score
 
     def _point(self, params: dict) -> tuple | None:
