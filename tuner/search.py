@@ -29,7 +29,7 @@ from .problem import Problem
 from .runtime import Runtime
 from .sampler import make_sampler
 from .space import SEED, Space
-from .storage import CLAIMED, HEARTBEAT_SECONDS, SPENT, SharedStorage, config_key, worker_name
+from .storage import CLAIMED, HEARTBEAT_SECONDS, SPENT, SharedStorage, config_key, is_measured, worker_name
 
 _STARTED = tuple(state for state in TrialState if state != TrialState.WAITING)
 # Stop when this many suggestions in a row were invalid or already measured: the sampler has
@@ -87,12 +87,8 @@ def redacted(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def _measured(trial) -> bool:
-    return trial.user_attrs.get("kind") == "measured"
-
-
 def _passed(trial) -> bool:
-    return _measured(trial) and trial.user_attrs["measurement"]["status"] == "ok"
+    return is_measured(trial) and trial.user_attrs["measurement"]["status"] == "ok"
 
 
 def suggest(trial, domains: dict[str, tuple]) -> dict:
@@ -119,7 +115,7 @@ def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storag
     variant has passed yet."""
     trials = study.get_trials(deepcopy=False, states=_STARTED)
     done = [trial for trial in trials if trial.state == TrialState.COMPLETE]
-    measured = [trial for trial in done if _measured(trial)]
+    measured = [trial for trial in done if is_measured(trial)]
     passed = sorted(filter(_passed, measured), key=lambda trial: -trial.value)
     if not passed:
         return None
@@ -192,7 +188,7 @@ class Search:
         self.path = cache.record_path(root, runtime.device.slug, problem.key)
         self.history = {config_key(trial.params): trial
                         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                        if _measured(trial)}
+                        if is_measured(trial)}
 
     def enqueue(self, configs: list[Config]) -> list[Config]:
         """Queue the configurations the study has neither measured, claimed nor queued; those
@@ -202,7 +198,7 @@ class Search:
                      trial.user_attrs.get("queued") or trial.user_attrs.get("claim")
                      for trial in self.study.get_trials(deepcopy=False, states=(
                          TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE))
-                     if trial.state != TrialState.COMPLETE or _measured(trial)}
+                     if trial.state != TrialState.COMPLETE or is_measured(trial)}
             queued = []
             for config in configs:
                 key = config_key(config.as_dict())

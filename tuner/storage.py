@@ -65,7 +65,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _measured(trial) -> bool:
+def is_measured(trial) -> bool:
+    """A complete trial that measured its configuration (not invalid, duplicate or surplus)."""
     return trial.state == TrialState.COMPLETE and trial.user_attrs.get("kind") == "measured"
 
 
@@ -259,7 +260,7 @@ class SharedStorage:
                     retry(study, trial)
 
     def measured_count(self, study: optuna.Study) -> int:
-        return sum(map(_measured, study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))))
+        return sum(map(is_measured, study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))))
 
     def claim(self, study: optuna.Study, trial, key: str, budget: int | None):
         """Claim configuration `key` for `trial` before measuring it. Returns CLAIMED; or the trial
@@ -270,7 +271,7 @@ class SharedStorage:
             with self.lock.held(study.study_name):
                 self._recover(study)
                 trials = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.COMPLETE))
-                measured = [other for other in trials if _measured(other)]
+                measured = [other for other in trials if is_measured(other)]
                 earlier = next((other for other in measured
                                 if other.user_attrs.get("claim", config_key(other.params)) == key), None)
                 if earlier is not None:
@@ -289,7 +290,7 @@ class SharedStorage:
         while True:
             self.recover(study)
             trials = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.COMPLETE))
-            measured = sum(map(_measured, trials))
+            measured = sum(map(is_measured, trials))
             if measured >= budget:
                 return False
             claims = sum(other.state == TrialState.RUNNING and "claim" in other.user_attrs for other in trials)
