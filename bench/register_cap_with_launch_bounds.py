@@ -16,7 +16,7 @@ from provenance import provenance
 
 from tuner.backends import CUDA
 from tuner.config import Config
-from tuner.kernel import import_source, write_source
+from tuner.kernel import import_source
 from tuner.resources import assemble, ptxas_path, report_from
 from tuner.source import render
 from tuner.space import Space
@@ -26,7 +26,7 @@ def main():
     os.environ.setdefault("TUNER_KERNEL_DIR", tempfile.mkdtemp(prefix="tuner-kernels-"))
     space = Space.of(CUDA, "float32")
     config = Config(block_m=128, block_n=128, block_k=16, thread_m=8, thread_n=8, unroll_k=1)
-    function = import_source(write_source(render(space, config)), "cuda").matmul.py_func
+    function = import_source(render(space, config), "cuda").matmul.py_func
     matrix = types.float32[:, ::1]
     signature = (matrix, matrix, matrix, types.float32, types.float32)
     runs = []

@@ -55,11 +55,11 @@ def static(source: str) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     from sass import k_tile_path, sass_of
 
-    from tuner.kernel import import_source, write_source
+    from tuner.kernel import import_source
     from tuner.resources import assemble, report_from
     from numba import cuda, types
 
-    module = import_source(write_source(source), "cuda")
+    module = import_source(source, "cuda")
     matrix = types.float32[:, ::1]
     ptx, _ = cuda.compile_ptx(module.matmul.py_func, (matrix, matrix, matrix, types.float32, types.float32),
                               cc=(9, 0), launch_bounds=CONFIG.threads)
@@ -74,9 +74,9 @@ def main():
     os.environ.setdefault("TUNER_KERNEL_DIR", tempfile.mkdtemp(prefix="tuner-kernels-"))
     source = prototype_source()
     if "--simulate" in sys.argv:
-        from tuner.kernel import import_source, write_source
+        from tuner.kernel import import_source
 
-        module = import_source(write_source(source.replace(", alignment=16", "")), "cuda")
+        module = import_source(source.replace(", alignment=16", ""), "cuda")
         m, n, k = SHAPE
         rng = np.random.default_rng(1)
         a = rng.standard_normal((m, k)).astype(np.float32)

@@ -86,4 +86,4 @@ def test_source_file_is_named_by_content_hash(tmp_path):
     assert write_source("x = 1\n", tmp_path) == first
     second = write_source("x = 2\n", tmp_path)
     assert second != first and second.read_text() == "x = 2\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, second.name])
+    assert sorted(p.name for p in tmp_path.glob("*.py")) == sorted([first.name, second.name])

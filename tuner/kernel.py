@@ -1,21 +1,27 @@
 """Turn rendered source into a launchable kernel: a file named by its content hash, imported.
 
 Numba's on-disk cache (`cache=True`) needs the kernel to live in a real file, so every rendered
-variant is written once under the kernel directory and imported from there.
+variant is written under the kernel directory and executed from the source rendered now. The
+file is only where Numba's cache finds the kernel: its bytes are checked against that source
+before each use, and a file that differs (edited, planted, a symbolic link, another user's) is
+replaced, never run. The directory, and the `__pycache__` beside the files where Numba keeps its
+compiled kernels, must be writable by this user alone (see docs/security.md).
 """
 import contextlib
 import hashlib
-import importlib.util
 import os
+import stat
 import sys
 import tempfile
 import types
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
 import numpy as np
 
+from . import cache
 from .config import Config
 from .runtime import simulating
 from .source import render
@@ -24,24 +30,107 @@ from .space import Space
 # jit options that only steer register allocation; the simulator's jit does not accept them.
 _CODEGEN_ONLY_OPTIONS = ("launch_bounds", "max_registers")
 
+_replaced: set[Path] = set()  # kernel files already reported as replaced in this process
 
-def kernel_dir() -> Path:
-    """Where rendered kernel files live: $TUNER_KERNEL_DIR, else the user's cache directory."""
-    if "TUNER_KERNEL_DIR" in os.environ:
+
+class KernelFileWarning(UserWarning):
+    """A kernel file that did not hold its rendered source was replaced before use."""
+
+
+class UnsafeKernelDirectory(OSError):
+    """The kernel directory cannot be trusted or written; the message says what to do."""
+
+
+def kernel_dir(cache_root: Path | None = None) -> Path:
+    """Where rendered kernel files live: $TUNER_KERNEL_DIR, else <cache directory>/kernels
+    (the cache directory being --cache-dir, else $TUNER_CACHE_DIR, else the user's)."""
+    if os.environ.get("TUNER_KERNEL_DIR"):
         return Path(os.environ["TUNER_KERNEL_DIR"])
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return base / "tuner" / "kernels"
+    return (cache_root or cache.cache_dir()) / "kernels"
+
+
+def private_dir(directory: Path) -> Path:
+    """`directory`, created with mode 700 if new, once checked to be a real directory that no
+    other user can write; UnsafeKernelDirectory saying what to do otherwise."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(directory)
+    except OSError as error:
+        raise UnsafeKernelDirectory(f"cannot create the kernel directory {directory} ({error.strerror or error}); "
+                                    "set TUNER_KERNEL_DIR to a directory you can write") from None
+    problem = ("is a symbolic link" if stat.S_ISLNK(info.st_mode) else
+               "is not a directory" if not stat.S_ISDIR(info.st_mode) else
+               f"belongs to user {info.st_uid}, not to you ({os.geteuid()})" if info.st_uid != os.geteuid() else
+               f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})" if info.st_mode & 0o022 else "")
+    if problem:
+        raise UnsafeKernelDirectory(
+            f"the kernel directory {directory} {problem}; tuner runs generated code only from a directory that "
+            "no one else can write: set TUNER_KERNEL_DIR to a directory of your own (tuner creates it with mode 700)")
+    return directory
+
+
+def _numba_cache_dirs(directory: Path) -> list[Path]:
+    """Where Numba keeps the compiled kernels of files in `directory`: $NUMBA_CACHE_DIR if set,
+    else the `__pycache__` beside them."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return [Path(os.environ["NUMBA_CACHE_DIR"])]
+    return [directory / "__pycache__"]
+
+
+def _difference(path: Path, expected: bytes) -> str:
+    """How the file at `path` differs from `expected`: "" if it holds exactly those bytes."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return "a symbolic link" if path.is_symlink() else "unreadable"
+    with os.fdopen(descriptor, "rb") as file:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file"
+        if info.st_uid != os.geteuid():
+            return f"owned by user {info.st_uid}"
+        return "" if file.read(len(expected) + 1) == expected else "not the source rendered now"
+
+
+def _write_atomically(path: Path, content: bytes) -> None:
+    """Replace `path` with `content` in one rename; on failure no temporary file is left."""
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(content)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise UnsafeKernelDirectory(f"cannot write the kernel file {path} ({error.strerror or error}); free some "
+                                    "disk space, or set TUNER_KERNEL_DIR to another directory") from None
 
 
 def write_source(source: str, directory: Path | None = None) -> Path:
-    """The file holding `source`, named by its content hash; written atomically if new."""
-    directory = directory or kernel_dir()
+    """The file holding exactly `source`, named by its content hash, in a private kernel
+    directory. A file there that differs is replaced (and said so once); Numba's compiled
+    kernels of the replaced file go with it."""
+    directory = private_dir(directory or kernel_dir())
+    for compiled in _numba_cache_dirs(directory):
+        private_dir(compiled)
     path = directory / f"matmul_{hashlib.sha256(source.encode()).hexdigest()[:20]}.py"
-    if not path.exists():
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=directory, suffix=".tmp", delete=False) as tmp:
-            tmp.write(source)
-        os.replace(tmp.name, path)
+    expected = source.encode()
+    difference = _difference(path, expected)
+    if not difference:
+        return path
+    if difference != "missing":
+        for compiled in _numba_cache_dirs(directory):
+            for stale in compiled.rglob(f"{path.stem}.*"):
+                stale.unlink(missing_ok=True)
+        if path not in _replaced:
+            _replaced.add(path)
+            warnings.warn(f"tuner: the kernel file {path} was {difference}; it was not run, and was rendered "
+                          "again from the installed templates", KernelFileWarning, stacklevel=3)
+    _write_atomically(path, expected)
     return path
 
 
@@ -65,15 +154,18 @@ def _simulated_as(module_name: str):
         yield
 
 
-def import_source(path: Path, module_name: str) -> types.ModuleType:
-    """Import a rendered kernel file once per process (its name is its content hash); on the
-    simulator, bind its GPU module to the simulator."""
+def import_source(source: str, module_name: str, directory: Path | None = None) -> types.ModuleType:
+    """The module of rendered `source`, once per process (its name is its content hash): the
+    checked file is written (write_source), then `source` itself runs as that file's code, so
+    nothing read back from disk runs. On the simulator, its GPU module is bound to the simulator."""
+    path = write_source(source, directory)
     if path.stem in sys.modules:
         return sys.modules[path.stem]
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
+    module = types.ModuleType(path.stem)
+    module.__file__ = str(path)
+    code = compile(source, str(path), "exec")
     with _simulated_as(module_name) if simulating() else contextlib.nullcontext():
-        spec.loader.exec_module(module)
+        exec(code, module.__dict__)
     sys.modules[path.stem] = module
     return module
 
@@ -141,7 +233,7 @@ class Kernel:
 
 
 def load(space: Space, config: Config, directory: Path | None = None) -> Kernel:
-    """Render, write and import the kernel for `config` in `space`."""
-    path = write_source(render(space, config), directory)
-    module = import_source(path, space.backend.module)
-    return Kernel(space, config, path, module.matmul)
+    """Render, write and import the kernel for `config` in `space` (kernel files in `directory`,
+    by default kernel_dir())."""
+    module = import_source(render(space, config), space.backend.module, directory)
+    return Kernel(space, config, Path(module.__file__), module.matmul)

@@ -5,6 +5,7 @@ that status and the reason; only an "ok" one has a time, so no failure can ever 
 """
 import statistics
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -109,10 +110,11 @@ def time_launch(runtime: Runtime, launch, protocol: Protocol) -> list[float]:
 
 
 def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, operands: Operands,
-            protocol: Protocol) -> Measurement:
-    """Compile, verify and time one statically valid configuration."""
+            protocol: Protocol, kernels: Path | None = None) -> Measurement:
+    """Compile, verify and time one statically valid configuration (its file in `kernels`, by
+    default kernel.kernel_dir())."""
     try:
-        kernel = load(space, config)
+        kernel = load(space, config, kernels)
         kernel.compile()
     except OSError:
         raise  # the kernel directory or the disk, not the variant

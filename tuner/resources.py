@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .config import Config
-from .kernel import import_source, write_source
+from .kernel import import_source
 from .runtime import simulating
 from .source import launch_bounds_of, render
 from .space import Space
@@ -71,7 +71,7 @@ def compile_ptx(space: Space, config: Config, arch: tuple[int, int] = ARCH) -> t
     from numba import cuda
     from numba import types
 
-    module = import_source(write_source(render(space, config)), space.backend.module)
+    module = import_source(render(space, config), space.backend.module)
     precision = space.precision
     matrix = getattr(types, precision.input)[:, ::1]
     signature = (matrix, matrix, getattr(types, precision.output)[:, ::1],

@@ -24,6 +24,7 @@ from optuna.trial import TrialState
 
 from . import cache, record
 from .config import Config
+from .kernel import kernel_dir
 from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measurement, Operands, measure
 from .problem import Problem
 from .runtime import Runtime
@@ -294,7 +295,8 @@ class Search:
             outcome.duplicates += 1
             outcome.unmeasured_in_a_row += 1
             return None
-        measurement = measure(self.runtime, self.space, self.problem, config, operands, self.protocol)
+        measurement = measure(self.runtime, self.space, self.problem, config, operands, self.protocol,
+                              kernel_dir(self.root))
         self._tell(trial, "measured", measurement.gflops if measurement.ok else 0.0, 0.0 if measurement.ok else 1.0,
                    measurement=measurement.as_dict())
         outcome.measured += 1

@@ -17,7 +17,7 @@ from pathlib import Path
 from . import arrays, cache, record
 from .config import Config
 from .devices import Device
-from .kernel import Kernel, load
+from .kernel import Kernel, kernel_dir, load
 from .problem import Problem
 from .runtime import Runtime, detect_runtime
 from .space import Space
@@ -82,9 +82,10 @@ class Library:
     """The tuned configurations of one device, from the user's cache and the shipped one."""
 
     runtime: Runtime
+    kernels: Path  # the kernel directory
     entries: list[tuple[Problem, Path, Config]]  # per usable record of this device: its best valid config
     other_software: bool  # whether records of this GPU model with other software exist
-    kernels: OrderedDict = field(default_factory=OrderedDict)  # Problem -> TunedKernel, most recent last
+    chosen: OrderedDict = field(default_factory=OrderedDict)  # Problem -> TunedKernel, most recent last
     compiled: dict = field(default_factory=dict)  # (dtype, Config) -> Kernel
     warned: set = field(default_factory=set)  # dtypes warned about
 
@@ -106,13 +107,13 @@ class Library:
                                f"run: tuner regenerate --backend {runtime.backend.name}{simulate}")
         for reason in skipped:
             warnings.warn(f"tuner: skipping cache record {reason}", SkippedRecordWarning, stacklevel=4)
-        return cls(runtime, entries, other_software)
+        return cls(runtime, kernel_dir(root), entries, other_software)
 
     def kernel(self, problem: Problem) -> TunedKernel:
         """The compiled kernel for `problem`: tuned for the nearest shape, or the default."""
-        if problem in self.kernels:
-            self.kernels.move_to_end(problem)
-            return self.kernels[problem]
+        if problem in self.chosen:
+            self.chosen.move_to_end(problem)
+            return self.chosen[problem]
         candidates = [(distance(problem, tuned_for), index)
                       for index, (tuned_for, _, _) in enumerate(self.entries) if tuned_for.dtype == problem.dtype]
         space = Space.of(self.runtime.backend, problem.dtype)
@@ -121,15 +122,15 @@ class Library:
         else:
             self._warn_untuned(problem)
             tuned_for, path, config = None, None, space.default()
-        self.kernels[problem] = TunedKernel(self._compile(space, config), problem, path, tuned_for)
-        if len(self.kernels) > SHAPES_KEPT:
-            self.kernels.popitem(last=False)
-        return self.kernels[problem]
+        self.chosen[problem] = TunedKernel(self._compile(space, config), problem, path, tuned_for)
+        if len(self.chosen) > SHAPES_KEPT:
+            self.chosen.popitem(last=False)
+        return self.chosen[problem]
 
     def _compile(self, space: Space, config: Config) -> Kernel:
         key = (space.precision.name, config)
         if key not in self.compiled:
-            kernel = load(space, config)
+            kernel = load(space, config, self.kernels)
             kernel.compile()
             self.compiled[key] = kernel
         return self.compiled[key]

@@ -1,0 +1,161 @@
+"""Kernel files are where Numba's disk cache finds the kernels, never a source of code: a file that
+differs from the source rendered now (appended to, planted, edited, a symbolic link, another
+user's) is replaced before use and does not run, and the directory must be this user's alone."""
+import errno
+import os
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import tuner
+from tuner import kernel
+from tuner.backends import CUDA
+from tuner.kernel import KernelFileWarning, UnsafeKernelDirectory, kernel_dir, write_source
+from tuner.source import render
+from tuner.space import Space
+
+PLANTED = "\nimport pathlib\npathlib.Path({marker!r}).write_text('planted code ran')\n"
+
+
+@pytest.fixture
+def kernels(tmp_path, monkeypatch):
+    """A fresh kernel directory and cache, nothing tuned, the default kernel not yet imported."""
+    directory = tmp_path / "kernels"
+    monkeypatch.setenv("TUNER_KERNEL_DIR", str(directory))
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(kernel, "_replaced", set())
+    source = render(Space.of(CUDA, "float32"), Space.of(CUDA, "float32").default())
+    path = directory / f"matmul_{__import__('hashlib').sha256(source.encode()).hexdigest()[:20]}.py"
+    monkeypatch.delitem(sys.modules, path.stem, raising=False)
+    tuner.reload()
+    warnings.simplefilter("ignore", tuner.UntunedWarning)
+    yield directory, path, source
+    sys.modules.pop(path.stem, None)
+    tuner.reload()
+
+
+def _product_is_right():
+    rng = np.random.default_rng(1)
+    A, B = rng.uniform(-1, 1, (9, 7)).astype(np.float32), rng.uniform(-1, 1, (7, 5)).astype(np.float32)
+    assert np.allclose(tuner.matmul(A, B, alpha=0.5), 0.5 * (A @ B), atol=1e-5)
+
+
+def _plant(path, text):
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.mark.parametrize("tamper", ["appended", "planted", "edited"])
+def test_a_kernel_file_that_differs_from_its_source_never_runs(kernels, tmp_path, tamper):
+    directory, path, source = kernels
+    marker = tmp_path / "marker"
+    planted = PLANTED.format(marker=str(marker))
+    _plant(path, {"appended": source + planted, "planted": planted,
+                  "edited": source.replace("alpha * ", "2 * alpha * ") + planted}[tamper])
+    with pytest.warns(KernelFileWarning, match=f"{path.name} was not the source rendered now; it was not run"):
+        _product_is_right()
+    assert not marker.exists()
+    assert path.read_text() == source
+
+
+def test_a_symbolic_link_at_a_kernel_name_is_replaced_not_followed(kernels, tmp_path):
+    directory, path, source = kernels
+    marker, target = tmp_path / "marker", tmp_path / "elsewhere.py"
+    target.write_text(source + PLANTED.format(marker=str(marker)))
+    directory.mkdir(mode=0o700)
+    path.symlink_to(target)
+    with pytest.warns(KernelFileWarning, match="was a symbolic link"):
+        _product_is_right()
+    assert not marker.exists() and not path.is_symlink() and path.read_text() == source
+    assert "planted code ran" not in source and PLANTED[:20] in target.read_text()  # the target is untouched
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_kernel_file_of_another_user_is_replaced(kernels):
+    directory, path, source = kernels
+    _plant(path, source)
+    os.chown(path, 12345, -1)
+    with pytest.warns(KernelFileWarning, match="owned by user 12345"):
+        _product_is_right()
+    assert path.stat().st_uid == os.geteuid()
+
+
+def test_the_replacement_is_said_once_and_takes_numbas_cache_of_the_file_with_it(kernels, tmp_path):
+    directory, path, source = kernels
+    _plant(path, source + "\n# edited\n")
+    stale = directory / "__pycache__" / f"{path.stem}.matmul-12.py311.nbi"
+    stale.parent.mkdir(mode=0o700)
+    stale.write_bytes(b"a planted pickle")
+    with pytest.warns(KernelFileWarning) as caught:
+        write_source(source, directory)
+        path.write_text(source + "\n# edited again\n")
+        write_source(source, directory)
+    assert len(caught) == 1 and not stale.exists() and path.read_text() == source
+
+
+@pytest.mark.parametrize("unsafe", ["writable by others", "a symbolic link", "another user's"])
+def test_an_unsafe_kernel_directory_is_refused_in_one_line(kernels, tmp_path, monkeypatch, unsafe):
+    directory, path, source = kernels
+    if unsafe == "writable by others":
+        directory.mkdir()
+        directory.chmod(0o777)
+        match = "can be written by other users .mode 777."
+    elif unsafe == "a symbolic link":
+        (tmp_path / "real").mkdir(mode=0o700)
+        directory.symlink_to(tmp_path / "real")
+        match = "is a symbolic link"
+    else:
+        directory.mkdir(mode=0o700)
+        monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)
+        match = "belongs to user"
+    with pytest.raises(UnsafeKernelDirectory, match=f"{match}.*set TUNER_KERNEL_DIR to a directory of your own") as error:
+        tuner.get_kernel(8, 8, 8)
+    assert "\n" not in str(error.value)
+    assert not path.exists()
+
+
+def test_numbas_cache_directory_must_be_private_too(kernels):
+    directory, path, source = kernels
+    (directory / "__pycache__").mkdir(parents=True)
+    (directory / "__pycache__").chmod(0o777)
+    with pytest.raises(UnsafeKernelDirectory, match="__pycache__ can be written by other users"):
+        write_source(source, directory)
+
+
+def test_new_directories_are_private(kernels):
+    directory, path, source = kernels
+    write_source(source, directory)
+    assert directory.stat().st_mode & 0o777 == 0o700
+    assert (directory / "__pycache__").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_full_disk_names_the_file_and_leaves_no_temporary_file(kernels, monkeypatch):
+    directory, path, source = kernels
+
+    def full(descriptor):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(UnsafeKernelDirectory, match=f"cannot write the kernel file {path} .No space left on device.; "
+                                                     "free some disk space"):
+        write_source(source, directory)
+    assert [entry.name for entry in directory.iterdir()] == ["__pycache__"]
+
+
+def test_an_unwritable_kernel_directory_is_one_clear_error_from_python(kernels, monkeypatch, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("TUNER_KERNEL_DIR", str(blocker / "kernels"))
+    with pytest.raises(UnsafeKernelDirectory, match=f"cannot create the kernel directory {blocker / 'kernels'}"):
+        tuner.get_kernel(8, 8, 8)
+
+
+def test_the_kernel_directory_follows_the_cache_directory(monkeypatch, tmp_path):
+    monkeypatch.delenv("TUNER_KERNEL_DIR")
+    assert kernel_dir(tmp_path / "given") == tmp_path / "given" / "kernels"
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path / "env"))
+    assert kernel_dir() == tmp_path / "env" / "kernels"
+    monkeypatch.setenv("TUNER_KERNEL_DIR", str(tmp_path / "mine"))
+    assert kernel_dir(tmp_path / "given") == tmp_path / "mine"
