@@ -42,8 +42,8 @@ def _plant(monkeypatch, planted: Config, function) -> None:
     """Make `planted`'s kernel run `function` instead of the generated code."""
     real_load = tuner.measure.load
 
-    def load(space, config):
-        kernel = real_load(space, config)
+    def load(space, config, directory):
+        kernel = real_load(space, config, directory)
         return dataclasses.replace(kernel, function=function) if config == planted else kernel
 
     monkeypatch.setattr(tuner.measure, "load", load)
@@ -131,7 +131,7 @@ def test_invalid_suggestions_are_never_measured(tmp_path, monkeypatch):
     compiled = []
     real_load = tuner.measure.load
     monkeypatch.setattr(tuner.measure, "load",
-                        lambda space, config: compiled.append(config) or real_load(space, config))
+                        lambda space, config, directory: compiled.append(config) or real_load(space, config, directory))
     search = _search(tmp_path)
     invalid = Config(block_m=16, block_n=16, thread_m=8, thread_n=8)  # 4 threads: not a warp
     search.study.enqueue_trial(invalid.as_dict())
