@@ -65,7 +65,8 @@ HOSTILE = {
 
 
 def test_a_record_made_by_the_tuner_passes_the_schema(tmp_path):
-    path = tmp_path / "good.json"
+    path = cache.record_path(tmp_path, H100.slug, Problem(64, 64, 64).key)
+    path.parent.mkdir(parents=True)
     path.write_text(json.dumps(GOOD))
     assert cache.read_record(path) == GOOD
     assert record.configs(GOOD) == [Config(), SEED]

@@ -190,3 +190,26 @@ def test_a_budget_already_spent_measures_nothing(tmp_path):
     _search(tmp_path).run(trials=None, timeout=None, budget=1)
     outcome = _search(tmp_path).run(trials=None, timeout=None, budget=1)
     assert outcome.spent and outcome.measured == 0 and outcome.record["budget"]["measured"] == 1
+
+
+def test_a_search_writes_only_what_its_study_measured(tmp_path):
+    """The record a search replaces is re-measured, never copied; a record of another device or
+    shape moved to its path is neither used nor merged."""
+    runtime = open_runtime(CUDA, simulate=True)
+    path = cache.record_path(tmp_path, runtime.device.slug, PROBLEM.key)
+    path.parent.mkdir(parents=True)
+    from records import H100, make_record
+
+    invented = Config(block_m=32, block_n=32, thread_m=2, thread_n=2)
+    path.write_text(json.dumps(make_record(H100, PROBLEM, [(SEED, 1e9)])))  # another device's, moved here
+    record = _search(tmp_path).run(trials=1, timeout=None).record
+    assert record["fingerprint"] == runtime.device.fingerprint and record["best"]["measurement"]["gflops"] < 1e8
+    cache.write_record(path, make_record(runtime.device, PROBLEM, [(invented, 1e9), (SEED, 1e8)]))  # edited
+    search = _search(tmp_path, name="another")
+    outcome = search.run(trials=3, timeout=None)
+    measured = {json.dumps(t.params, sort_keys=True): t.value for t in _measured(search)}
+    ranked = [outcome.record["best"], *outcome.record["runners_up"]]
+    assert [Config(**t.params) for t in _measured(search)][:2] == [invented, SEED]  # re-measured first
+    assert all(entry["measurement"]["gflops"] == measured[json.dumps(entry["config"], sort_keys=True)]
+               for entry in ranked)
+    assert max(entry["measurement"]["gflops"] for entry in ranked) < 1e8

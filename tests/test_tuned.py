@@ -110,3 +110,17 @@ def test_an_unsupported_dtype_is_a_clear_error(cache_dir):
 def test_the_default_is_the_64x64_tile_on_every_backend_and_dtype(backend):
     for dtype in backend.dtypes:
         assert Space.of(backend, dtype).default() == Config(block_m=64, block_n=64, thread_m=4, thread_n=4)
+
+
+def test_a_record_moved_into_this_devices_folder_is_not_used(cache_dir):
+    elsewhere = _store(cache_dir, H100, Problem(16, 16, 16), [(SMALL, 9000.0)])
+    moved = cache.record_path(cache_dir, HERE.slug, Problem(16, 16, 16).key)
+    moved.parent.mkdir(parents=True)
+    elsewhere.rename(moved)
+    other_shape = _store(cache_dir, HERE, Problem(64, 64, 64), [(LARGE, 1.0)])
+    other_shape.rename(other_shape.with_name(f"{Problem(20, 20, 20).key}.json"))
+    with pytest.warns(tuner.SkippedRecordWarning) as caught:
+        kernel = tuner.get_kernel(20, 20, 20)
+    skipped = [str(warning.message) for warning in caught if warning.category is tuner.SkippedRecordWarning]
+    assert len(skipped) == 2 and all("moved or copied here by hand" in message for message in skipped)
+    assert not kernel.tuned

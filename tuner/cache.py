@@ -1,9 +1,12 @@
 """The per-GPU cache: one human-readable JSON record per (fingerprint, dtype, shape).
 
-Records live under <cache dir>/records/<backend>-<device>-<fingerprint>/<dtype>-<m>x<n>x<k>.json.
-They are written atomically (a temporary file, then a rename) under an exclusive lock, so a
-reader never sees half a record, concurrent searches merge instead of overwriting each other, and
-the temporary file of a writer killed mid-write is removed by the next writer.
+Records live under <cache dir>/records/<backend>-<device>-<fingerprint>/<dtype>-<m>x<n>x<k>.json,
+and a record is read only at the path its own device and problem name: one moved or copied into
+another device's folder or another shape's file is refused, never used as tuned there. Records
+are written atomically (a temporary file, then a rename) under an exclusive lock, so a reader
+never sees half a record, and the temporary file of a writer killed mid-write is removed by the
+next writer. A record holds one study's measurements only: nothing read back from an older record
+is merged into a new one (a search re-measures the configurations of the record it replaces).
 Records measured for this project on real GPUs ship read-only in the repository's cache/.
 """
 import contextlib
@@ -51,7 +54,7 @@ def record_path(root: Path, device_slug: str, problem_key: str) -> Path:
 
 
 @contextlib.contextmanager
-def _locked(path: Path):
+def locked(path: Path):
     """An exclusive lock on `path`'s companion .lock file, held for the block."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "a") as lock:
@@ -78,45 +81,41 @@ def read_record(path: Path) -> dict:
         raise CacheError(f"{path}: unreadable ({type(error).__name__}: {str(error)[:200]})") from None
     if not isinstance(data, dict) or data.get("format") != record.FORMAT:
         raise CacheError(f"{path}: not a format-{record.FORMAT} tuner record")
-    problem = record.problems(data)
+    problem = record.problems(data) or _misfiled(path, data)
     if problem:
         raise CacheError(f"{path}: {problem}")
     return data
 
 
-def _merge(old: dict, new: dict) -> dict:
-    """`new`, with its ranking extended by the old record's distinct configurations."""
-    entries, seen = [], set()
-    for entry in [new["best"], *new["runners_up"], old["best"], *old["runners_up"]]:
-        key = json.dumps(entry["config"], sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            entries.append(entry)
-    entries.sort(key=lambda entry: -entry["measurement"]["gflops"])
-    return {**new, "best": entries[0], "runners_up": entries[1:record.RUNNERS_UP + 1]}
+def _misfiled(path: Path, data: dict) -> str:
+    """Why a sound record does not belong at `path`, or "" if it does."""
+    home = f"{record.device_of(data).slug}/{record.problem_of(data).key}.json"
+    if f"{path.parent.name}/{path.name}" == home:
+        return ""
+    return f"holds the record of {home}, so it was moved or copied here by hand: move it back there, or delete it"
 
 
 def write_record(path: Path, new: dict) -> None:
-    """Store the record `new` at `path`, merged with what another writer may have stored there.
-    A record that would fail its own schema is a bug here, and is refused before it is written."""
-    problem = record.problems(new)
+    """Store the record `new` at `path`, replacing what is there, under the record's lock."""
+    with locked(path):
+        store(path, new)
+
+
+def store(path: Path, new: dict) -> None:
+    """Write the record `new` to `path` atomically; the caller holds locked(path). A record that
+    would fail its own schema, or belongs elsewhere, is a bug here and is refused unwritten."""
+    problem = record.problems(new) or _misfiled(path, new)
     if problem:
         raise AssertionError(f"refusing to write an invalid record to {path}: {problem}")
-    with _locked(path):
-        for stale in path.parent.glob(f"{path.name}.*.tmp"):
-            stale.unlink(missing_ok=True)  # under the lock, left only by a writer killed mid-write
-        if path.exists():
-            try:
-                new = _merge(read_record(path), new)
-            except CacheError:
-                pass  # an unreadable old record is replaced, not merged
-        text = json.dumps(new, indent=2, sort_keys=True) + "\n"
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f"{path.name}.", suffix=".tmp",
-                                         delete=False) as tmp:
-            tmp.write(text)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.replace(tmp.name, path)
+    for stale in path.parent.glob(f"{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)  # under the lock, left only by a writer killed mid-write
+    text = json.dumps(new, indent=2, sort_keys=True) + "\n"
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f"{path.name}.", suffix=".tmp",
+                                     delete=False) as tmp:
+        tmp.write(text)
+        tmp.flush()
+        os.fsync(tmp.fileno())
+    os.replace(tmp.name, path)
 
 
 def record_paths(root: Path) -> Iterator[Path]:

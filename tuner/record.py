@@ -171,7 +171,7 @@ def problems(record) -> str:
     problem = check(record, SCHEMA, "record")
     if problem:
         return problem
-    fingerprint = Device.from_dict(record["device"]).fingerprint
+    fingerprint = device_of(record).fingerprint
     if record["fingerprint"] != fingerprint or record["device"]["fingerprint"] != fingerprint:
         return "fingerprint does not match the device it describes"
     if record["problem"]["dtype"] not in BACKENDS[record["device"]["backend"]].dtypes:
@@ -212,6 +212,11 @@ def make(device: Device, problem: Problem, clock: str, ranked: list[dict], budge
         "searched": {"started": started, "finished": finished},
         "study": study,
     }
+
+
+def device_of(record: dict) -> Device:
+    """The device a checked record was measured on."""
+    return Device.from_dict(record["device"])
 
 
 def problem_of(record: dict) -> Problem:

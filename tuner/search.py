@@ -136,11 +136,19 @@ def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storag
 
 
 def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Problem) -> list[Config]:
-    """Known-good starting points, likeliest first: the best configurations cached for this
-    backend and dtype (this shape's first, from any GPU), the default one, and the seed kernel."""
-    found = [(record.problem_of(data) != problem, record.configs(data)[0])
-             for _, _, data in cache.readable_records(root, skipped=lambda error: None)
-             if data["device"]["backend"] == runtime.backend.name and data["problem"]["dtype"] == problem.dtype]
+    """Known-good starting points, likeliest first: every configuration of the record this search
+    will replace (so that it re-measures them rather than trusting them), the best configurations
+    cached for this backend and dtype (this shape's first, from any GPU), the default one, and the
+    seed kernel."""
+    found = []
+    for _, _, data in cache.readable_records(root, skipped=lambda error: None):
+        if data["device"]["backend"] != runtime.backend.name or data["problem"]["dtype"] != problem.dtype:
+            continue
+        same_problem = record.problem_of(data) == problem
+        if same_problem and data["fingerprint"] == runtime.device.fingerprint:
+            found += [(0, config) for config in record.configs(data)]
+        else:
+            found.append((1 if same_problem else 2, record.configs(data)[0]))
     configs = [config for _, config in sorted(found, key=lambda pair: pair[0])] + [Config(), SEED]
     unique = {}
     for config in configs:
@@ -335,9 +343,9 @@ class Search:
     def save(self) -> tuple[dict | None, Path | None]:
         """Write the study's best so far to the cache: the record as stored and its path, or
         (None, None) while no variant has passed."""
-        built = build_record(self.study, self.runtime, self.problem, self.storage_label)
-        if built is None:
-            return None, None
-        with _shielded():
-            cache.write_record(self.path, built)
+        with _shielded(), cache.locked(self.path):  # built under the lock: the last writer has every worker's trials
+            built = build_record(self.study, self.runtime, self.problem, self.storage_label)
+            if built is None:
+                return None, None
+            cache.store(self.path, built)
         return cache.read_record(self.path), self.path
