@@ -32,6 +32,7 @@ from pathlib import Path
 
 from tuner.backends import get_backend
 from tuner.config import Config
+from tuner import DISTRIBUTION
 from tuner.devices import software
 from tuner.kernel import load
 from tuner.measure import TOLERANCE, Operands, Protocol, time_launch, verify
@@ -198,7 +199,7 @@ def main() -> None:
     path = args.outdir / f"sweep-{args.backend}-{args.dtype}-{problem.m}x{problem.n}x{problem.k}-{stamp}.jsonl"
     header = {"header": {
         "device": runtime.device.as_dict(), "clock": runtime.clock, "problem": problem.key,
-        "versions": software(("numba", "numba-cuda", "numpy", "tuner")), "python": sys.version.split()[0],
+        "versions": software(("numba", "numba-cuda", "numpy", DISTRIBUTION)), "python": sys.version.split()[0],
         "command": " ".join(sys.argv), "space_size": len(order), "already_measured": len(done),
         "order_seed": args.seed, "protocol": PROTOCOL.__dict__, "workers": args.workers,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}

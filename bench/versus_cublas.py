@@ -31,6 +31,7 @@ import numpy as np
 from numba import cuda  # a global, as the simulator needs for a kernel's `cuda`
 
 import tuner
+from tuner import DISTRIBUTION
 from tuner.devices import software
 from tuner.measure import GPU_PROTOCOL, Protocol, time_launch
 from tuner.runtime import detect_runtime
@@ -141,7 +142,7 @@ def main() -> None:
             for row in _compare(runtime, cupy, dtype, tuple(int(size) for size in text.split(",")))]
     args.outdir.mkdir(parents=True, exist_ok=True)
     result = {"device": runtime.device.as_dict(), "clock": runtime.clock, "command": " ".join(sys.argv),
-              "versions": software(("tuner", "numba", "numba-cuda", "numpy", "cupy-cuda13x")),
+              "versions": software((DISTRIBUTION, "numba", "numba-cuda", "numpy", "cupy-cuda13x")),
               "protocol": {"default": GPU_PROTOCOL.__dict__, "slow": SLOW.__dict__}, "rows": rows}
     (args.outdir / "versus_cublas.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"{runtime.device.name} [{runtime.device.fingerprint}], {runtime.clock}")

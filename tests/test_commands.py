@@ -150,3 +150,16 @@ def test_a_killed_search_loses_no_completed_trial_and_resumes(tmp_path, capsys):
     resumed = _study(tmp_path)
     assert len(_measured(resumed)) == len(measured) + 1
     assert not [t for t in resumed.trials if t.state.name == "RUNNING"]  # the killed worker's trial failed
+
+
+def test_sigterm_stops_like_ctrl_c_and_exits_143(tmp_path):
+    process = _start_search(tmp_path)
+    _wait_for_measurements(tmp_path, process, 2)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 143 and "Traceback" not in err
+    assert "terminated (SIGTERM); completed trials are kept" in err
+    study = _study(tmp_path)
+    assert not [t for t in study.trials if t.state.name == "RUNNING"]
+    [path] = cache.record_paths(tmp_path)
+    assert cache.read_record(path)["budget"]["measured"] == len(_measured(study)) >= 2

@@ -128,7 +128,8 @@ def test_ctrl_c_stops_every_device_worker_cleanly(tmp_path, stop):
         time.sleep(0.1)
     parent.send_signal(stop)
     out, err = parent.communicate(timeout=120)
-    assert parent.returncode == 130 and "Traceback" not in err and "interrupted" in err, err
+    expected = (130, "interrupted") if stop == signal.SIGINT else (143, "terminated (SIGTERM)")
+    assert (parent.returncode, expected[1] in err, "Traceback" in err) == (expected[0], True, False), err
     trials = _study(tmp_path, None).trials
     assert not [t for t in trials if t.state.name == "RUNNING"]
     workers = {t.user_attrs["worker"].partition(":")[2] for t in trials if "worker" in t.user_attrs}
@@ -165,12 +166,16 @@ def test_a_worker_is_pinned_within_the_devices_this_process_sees():
     assert pinned_environment(ROC, 0, {"HIP_VISIBLE_DEVICES": "3"})["HIP_VISIBLE_DEVICES"] == "3"
 
 
-def test_a_worker_command_keeps_every_option_but_devices():
+def test_a_worker_command_keeps_every_option_but_devices_and_hands_the_storage_over_unseen(monkeypatch):
+    url = "postgresql://tuner:s3cret@db.example/tuner"
     argv = ["search", "--backend", "roc", "--dtype", "float64", "--shape", "8", "16", "32", "--trials", "5",
-            "--timeout", "9.5", "--seed", "3", "--sampler", "random", "--storage", "sqlite:///x.db", "--study", "s",
+            "--timeout", "9.5", "--seed", "3", "--sampler", "random", "--storage", url, "--study", "s",
             "--heartbeat", "7", "--cache-dir", "/tmp/c", "--devices", "0,1"]
     args = build_parser().parse_args(argv)
-    again = build_parser().parse_args(worker_command(args, simulated=True)[3:])
+    command = worker_command(args, simulated=True)
+    assert "s3cret" not in " ".join(command)
+    monkeypatch.setenv("TUNER_STORAGE", url)  # as _search_on_devices hands it to the workers
+    again = build_parser().parse_args(command[3:])
     assert {**vars(args), "devices": None, "simulate": True} == vars(again)
 
 
@@ -192,3 +197,35 @@ def test_workers_opening_a_new_postgresql_database_at_once_all_get_the_study(pos
                                 stderr=subprocess.PIPE, text=True) for _ in range(6)]
     errors = [opener.communicate(timeout=120)[1] for opener in openers]
     assert [opener.returncode for opener in openers] == [0] * 6, "\n".join(errors)
+
+
+def _workers_of(root) -> list[int]:
+    """The pids of the `tuner search` processes working on the cache `root`, --devices parents aside."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as file:
+                argv = file.read().split(b"\0")
+        except OSError:
+            continue
+        if str(root).encode() in argv and b"search" in argv and b"--devices" not in argv:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers follow their parent through Linux's prctl")
+def test_workers_stop_when_their_parent_is_killed(tmp_path):
+    parent = subprocess.Popen([sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL,
+                               "--trials", "200", "--devices", "0,1", "--cache-dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list(cache.record_paths(tmp_path)):
+        time.sleep(0.1)
+    assert len(_workers_of(tmp_path)) == 2
+    parent.kill()
+    parent.wait(timeout=60)
+    deadline = time.monotonic() + 60
+    while _workers_of(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _workers_of(tmp_path) == []
+    assert not [t for t in _study(tmp_path, None).trials if t.state.name == "RUNNING"]

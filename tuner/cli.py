@@ -2,8 +2,10 @@
 import argparse
 import json
 import sys
+import warnings
+from importlib import metadata
 
-from . import commands
+from . import DISTRIBUTION, commands
 from .backends import BACKENDS, get_backend
 from .config import Config, format_value, parse_assignments
 from .space import SEED, Space
@@ -66,6 +68,7 @@ def _add_kernel_arguments(parser: argparse.ArgumentParser, backends=tuple(BACKEN
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tuner", description="Code-generation autotuner for tiled matmul in Numba.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {metadata.version(DISTRIBUTION)} ({DISTRIBUTION})")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     render = subparsers.add_parser("render", help="print the generated source of one configuration")
@@ -104,15 +107,26 @@ def explain(error: Exception) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as the line it says (tuner's warnings start with "tuner: "), not as a source location."""
+    return f"{message}\n"
+
+
 def main(argv=None) -> int:
+    from .stopping import Terminated
+    from .storage import redacted
+
     args = build_parser().parse_args(argv)
+    warnings.formatwarning = _one_line_warning
     try:
         return args.run(args) or 0
-    except KeyboardInterrupt:
-        print(f"tuner {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:
+        terminated = isinstance(stop, Terminated)
+        print(f"tuner {args.command}: {'terminated (SIGTERM)' if terminated else 'interrupted'}", file=sys.stderr)
+        return 143 if terminated else 130
     except Exception as error:
         if not is_user_error(error):
             raise
-        print(f"tuner {args.command}: error: {explain(error)}", file=sys.stderr)
+        print(f"tuner {args.command}: error: {redacted(explain(error), getattr(args, 'storage', None) or '')}",
+              file=sys.stderr)
         return 2

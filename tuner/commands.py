@@ -2,6 +2,7 @@
 the per-GPU cache and offline replays."""
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -10,7 +11,8 @@ from .backends import BACKENDS, get_backend
 from .problem import Problem
 from .runtime import NoGPU, Runtime, RuntimeUnavailable, detect_runtime, open_runtime, simulator_enabled
 from .sampler import SAMPLERS
-from .storage import GRACE_INTERVALS, HEARTBEAT_SECONDS
+from .stopping import follow_parent, stop_on_sigterm
+from .storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
 
 DEFAULT_SHAPE = {"gpu": (4096, 4096, 4096), "simulator": (32, 32, 32)}
 DEFAULT_TRIALS = {"gpu": 60, "simulator": 6}
@@ -46,6 +48,8 @@ def _search(args) -> int:
 
     if args.devices is not None:
         return _search_on_devices(args)
+    stop_on_sigterm()
+    follow_parent()
     runtime = _open(args.backend, args.simulate)
     problem = _problem(args, runtime)
     if args.trials is None and args.timeout is None:
@@ -82,11 +86,11 @@ def _search(args) -> int:
         print(f"cache record: {outcome.record_path}")
     print(f"figures: tuner report --study {search.study.study_name}"
           + (f" --cache-dir {args.cache_dir}" if args.cache_dir else "")
-          + (f" --storage {args.storage}" if args.storage else ""))
+          + (f" --storage {redacted(args.storage)}" if args.storage else ""))
     if outcome.interrupted:
-        print("tuner search: interrupted; completed trials are kept, run the same command to resume",
-              file=sys.stderr)
-        return 130
+        print(f"tuner search: {'terminated (SIGTERM)' if outcome.terminated else 'interrupted'}; completed trials "
+              "are kept, run the same command to resume", file=sys.stderr)
+        return 143 if outcome.terminated else 130
     return 0 if outcome.record else 1
 
 
@@ -98,16 +102,19 @@ def _search_on_devices(args) -> int:
     simulated = args.simulate or simulator_enabled()
     if not simulated:
         check_devices(backend, devices)
+    if args.storage:
+        os.environ["TUNER_STORAGE"] = args.storage  # the workers' default, so no password shows in a process list
     return run_workers(worker_command(args, simulated), backend, devices)
 
 
 def worker_command(args, simulated: bool) -> list[str]:
-    """The `tuner search` command line of one worker: these arguments without --devices."""
+    """The `tuner search` command line of one worker: these arguments without --devices (and
+    without --storage, which the workers find in $TUNER_STORAGE)."""
     command = [sys.executable, "-m", "tuner", "search", "--backend", args.backend, "--dtype", args.dtype,
                "--seed", str(args.seed), "--sampler", args.sampler, "--heartbeat", str(args.heartbeat)]
     command += ["--simulate"] if simulated else []
     command += ["--shape", *map(str, args.shape)] if args.shape else []
-    for option in ("trials", "timeout", "storage", "study", "cache_dir"):
+    for option in ("trials", "timeout", "study", "cache_dir"):
         if getattr(args, option) is not None:
             command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
     return command
@@ -296,8 +303,9 @@ def add_parsers(subparsers) -> None:
     search.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the test inputs")
     search.add_argument("--sampler", choices=SAMPLERS, default="local",
                         help="local (default: model-guided local search, see docs/search.md), tpe, random or nsga2")
-    search.add_argument("--storage", metavar="URL",
-                        help="an Optuna storage URL, or a journal file path (default: a journal file in the cache)")
+    search.add_argument("--storage", metavar="URL", default=os.environ.get("TUNER_STORAGE"),
+                        help="an Optuna storage URL, or a journal file path (default: $TUNER_STORAGE, else a journal "
+                             "file in the cache); a URL with a password is best given in $TUNER_STORAGE")
     search.add_argument("--study", metavar="NAME", help="study name (default: from the problem and fingerprint)")
     search.add_argument("--devices", metavar="0,1,...",
                         help="run one worker process per listed GPU of this host, each pinned to its GPU, all on the "
@@ -324,8 +332,9 @@ def add_parsers(subparsers) -> None:
     report = subparsers.add_parser("report", help="write an HTML page and PNG figures of a study and the cache")
     _add_cache_dir(report)
     report.add_argument("--study", metavar="NAME", help="the study to report (default: the one searched last)")
-    report.add_argument("--storage", metavar="URL",
-                        help="an Optuna storage URL, or a journal file path (default: the journals in the cache)")
+    report.add_argument("--storage", metavar="URL", default=os.environ.get("TUNER_STORAGE"),
+                        help="an Optuna storage URL, or a journal file path (default: $TUNER_STORAGE, else the "
+                             "journals in the cache)")
     report.add_argument("--out", metavar="DIR", help="where to write report.html and the figures (default: "
                         "tuner-report in the current directory)")
     report.add_argument("--bench", metavar="PATH", help="a versus_cublas.json, or a folder searched for them "

@@ -20,8 +20,7 @@ import optuna
 from optuna.trial import TrialState
 
 from . import cache, record
-from .search import redacted
-from .storage import open_storage
+from .storage import open_storage, redacted
 from .space import SEED
 
 SIMULATED = "simulated CPU time"

@@ -10,10 +10,7 @@ was asked for as the budget ran out. The study lives in persistent storage, so t
 resumes it, and several workers can share it (see storage.py); the cache record is rewritten
 after every measurement.
 """
-import contextlib
 import os
-import signal
-import threading
 import time
 import zlib
 from dataclasses import dataclass
@@ -30,7 +27,9 @@ from .problem import Problem
 from .runtime import Runtime
 from .sampler import make_sampler
 from .space import SEED, Space
-from .storage import CLAIMED, HEARTBEAT_SECONDS, SPENT, SharedStorage, config_key, is_measured, worker_name
+from .stopping import Terminated, shielded
+from .storage import (CLAIMED, HEARTBEAT_SECONDS, SPENT, SharedStorage, config_key, is_measured, redacted,
+                      worker_name)
 
 _STARTED = tuple(state for state in TrialState if state != TrialState.WAITING)
 # Stop when this many suggestions in a row were invalid or already measured: the sampler has
@@ -50,7 +49,8 @@ class Outcome:
     duplicates: int = 0
     unmeasured_in_a_row: int = 0
     launch_failures_in_a_row: int = 0
-    interrupted: bool = False
+    interrupted: bool = False  # by Ctrl-C or SIGTERM
+    terminated: bool = False  # by SIGTERM
     spent: bool = False  # the study holds its budget of measured variants
     stopped: str = ""  # why the run ended before its budget, if it did
     record: dict | None = None
@@ -59,33 +59,6 @@ class Outcome:
 
 def study_name(runtime: Runtime, problem: Problem) -> str:
     return f"matmul-{problem.key}-{runtime.device.fingerprint}"
-
-
-@contextlib.contextmanager
-def _shielded():
-    """Hold Ctrl-C until the block ends, so that a write to the study or the cache is never cut
-    in half (a half-written journal line or a lock left held). A process started with Ctrl-C
-    ignored (nohup, a shell's background job) goes on ignoring it here too."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        yield
-        return
-    pending = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if pending:
-        raise KeyboardInterrupt
-
-
-def redacted(url: str) -> str:
-    """A storage URL fit for a shareable record: any password hidden."""
-    if "://" not in url:
-        return url
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
 
 
 def _passed(trial) -> bool:
@@ -262,10 +235,10 @@ class Search:
                         outcome.record, outcome.record_path = self.save()
                         if progress:
                             progress(outcome, measurement, self.best_gflops())
-        except KeyboardInterrupt:
-            outcome.interrupted = True
+        except KeyboardInterrupt as stop:
+            outcome.interrupted, outcome.terminated = True, isinstance(stop, Terminated)
             if self._running is not None:
-                with _shielded():
+                with shielded():
                     self.study.tell(self._running, state=TrialState.FAIL, skip_if_finished=True)
         outcome.record, outcome.record_path = self.save()
         return outcome
@@ -284,7 +257,7 @@ class Search:
 
     def _step(self, operands: Operands, outcome: Outcome) -> Measurement | None:
         """Ask for one suggestion and answer it; the Measurement if it was measured."""
-        with _shielded():
+        with shielded():
             trial = self._running = self.study.ask()
             self.shared.sign(trial)
         params = suggest(trial, self.space.domains())
@@ -319,7 +292,7 @@ class Search:
         the trial told FAIL as surplus, once the study's budget is spent."""
         claimed = self.shared.claim(self.study, trial, key, self._budget)
         if claimed == SPENT:
-            with _shielded():
+            with shielded():
                 trial.set_user_attr("kind", "surplus")
                 self.study.tell(trial, state=TrialState.FAIL)
                 self._running = None
@@ -330,7 +303,7 @@ class Search:
         return True
 
     def _tell(self, trial, kind: str, value: float, violation: float, **attrs) -> None:
-        with _shielded():
+        with shielded():
             try:
                 frozen = answer(self.study, trial, kind, value, violation, **attrs)
             except optuna.exceptions.UpdateFinishedTrialError:
@@ -343,7 +316,7 @@ class Search:
     def save(self) -> tuple[dict | None, Path | None]:
         """Write the study's best so far to the cache: the record as stored and its path, or
         (None, None) while no variant has passed."""
-        with _shielded(), cache.locked(self.path):  # built under the lock: the last writer has every worker's trials
+        with shielded(), cache.locked(self.path):  # built under the lock: the last writer has every worker's trials
             built = build_record(self.study, self.runtime, self.problem, self.storage_label)
             if built is None:
                 return None, None

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import socket
 import threading
 import time
@@ -27,6 +28,8 @@ from pathlib import Path
 import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
+
+from . import journal
 
 # A database worker records a heartbeat this often; one silent for GRACE_INTERVALS heartbeats is
 # dead, and its trial is failed and queued again.
@@ -44,6 +47,8 @@ POLL_SECONDS = 0.5
 SCHEMA_ATTEMPTS = 10
 
 CLAIMED, SPENT = "claimed", "spent"
+
+_CREDENTIALS = re.compile(r"://([^:/@]*):([^@/]+)@")
 
 
 def config_key(params: dict) -> str:
@@ -140,6 +145,19 @@ class _NoLock:
         yield
 
 
+def _password(url: str) -> str:
+    """The password in a storage URL (scheme://user:password@host/...), or ""."""
+    match = _CREDENTIALS.search(url)
+    return match.group(2) if match else ""
+
+
+def redacted(text: str, url: str | None = None) -> str:
+    """`text` (a storage URL, or a message about the storage `url`) fit for a message, a record or
+    a log: the URL's password replaced by ***."""
+    password = _password(url if url is not None else text)
+    return text.replace(password, "***") if password else text
+
+
 def open_storage(url: str):
     """The storage at `url` (any Optuna URL, or a journal file path), opened as workers open it."""
     return SharedStorage(url, Path(url)).storage
@@ -176,19 +194,31 @@ class SharedStorage:
             self.storage, self.lock = self._database(url, heartbeat)
         else:
             path = Path(url) if url else default
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
-                str(path), lock_obj=_FileLock(path.with_name(path.name + ".flock"))))
+            if not url:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            journal.check(path, str(path))
+            append_lock = _FileLock(path.with_name(path.name + ".flock"))
+            with append_lock.held(str(path)):
+                journal.repair(path, str(path))
+            try:
+                self.storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
+                    str(path), lock_obj=append_lock))
+            except Exception as error:  # Optuna's errors for entries it cannot replay
+                raise journal.JournalError(f"--storage {path} cannot be read as a study journal ({type(error).__name__}: "
+                                           f"{str(error)[:200]}); restore it from a copy, or give a new file "
+                                           "name") from None
             self.lock = _FileLock(path.with_name(path.name + ".claims.lock"))
 
     def _database(self, url: str, heartbeat: int):
         try:
             storage = _rdb_storage(url, heartbeat)
         except ImportError as error:
-            raise ValueError(f"--storage {url!r} needs a database driver that is not installed "
+            raise ValueError(f"--storage {redacted(url)!r} needs a database driver that is not installed "
                              f"({error.__cause__ or error}); for PostgreSQL: pip install -e '.[postgres]'") from None
         except Exception as error:  # SQLAlchemy's errors for a bad URL or an unreachable server
-            raise ValueError(f"--storage {url!r} cannot be opened: {str(error).strip().splitlines()[0]}") from None
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ValueError(f"--storage {redacted(url)!r} cannot be opened: {redacted(reason, url)}; check the URL, "
+                             "the server and the credentials") from None
         self.heartbeat = heartbeat
         # Optuna warns at every ask that heartbeats are meant for Study.optimize: this worker records them itself.
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")

@@ -4,7 +4,7 @@ Each worker is the same `tuner search` command without `--devices`, pinned to it
 backend's visibility variable (CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES), so that it sees
 that GPU alone. The workers share the study through its storage, so the budget, the claims and
 the cache record are the study's (see storage.py). Their output comes back prefixed with their
-device, and Ctrl-C (or SIGTERM) stops them all cleanly.
+device, Ctrl-C (or SIGTERM) stops them all cleanly, and a worker whose parent is killed stops too.
 """
 import os
 import signal
@@ -14,6 +14,7 @@ import threading
 
 from .backends import Backend
 from .runtime import NoGPU, driver_device_count
+from .stopping import PARENT, Terminated, stop_on_sigterm
 
 
 def parse_devices(text: str) -> list[int]:
@@ -43,10 +44,11 @@ def check_devices(backend: Backend, devices: list[int]) -> None:
 
 def pinned_environment(backend: Backend, device: int, environ: dict) -> dict:
     """`environ` for a worker that sees only GPU `device`, numbered as this process sees them (an
-    index into an existing CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES)."""
+    index into an existing CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES), and stops when this
+    process dies (stopping.follow_parent)."""
     visible = environ.get(backend.visible_devices)
     target = visible.split(",")[device].strip() if visible else str(device)
-    return {**environ, backend.visible_devices: target, "TQDM_DISABLE": "1"}
+    return {**environ, backend.visible_devices: target, "TQDM_DISABLE": "1", PARENT: str(os.getpid())}
 
 
 def _relay(stream, prefix: str, out) -> None:
@@ -55,15 +57,11 @@ def _relay(stream, prefix: str, out) -> None:
         out.flush()
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int:
     """Run `command` (a `tuner search` without --devices) once per device, pinned; wait for all.
-    The exit status is 130 after Ctrl-C, else 0 if every worker succeeded, else the highest
-    (1 for a worker killed by a signal)."""
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's SIGTERM stops them as Ctrl-C does
+    The exit status is 130 after Ctrl-C (143 after SIGTERM), else 0 if every worker succeeded,
+    else the highest (1 for a worker killed by a signal)."""
+    previous = stop_on_sigterm()  # a scheduler's SIGTERM stops them as Ctrl-C does
     workers = []
     for device in devices:
         worker = subprocess.Popen(command, env=pinned_environment(backend, device, dict(os.environ)), text=True,
@@ -76,7 +74,7 @@ def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int
         workers.append((device, worker, relays))
     print(f"tuner search: {len(workers)} workers started, pinned with {backend.visible_devices}; "
           "Ctrl-C stops them all", file=sys.stderr)
-    interrupted = False
+    interrupted = terminated = False
     # A worker runs in its own session, so a Ctrl-C at the terminal reaches only this process,
     # which hands each worker exactly one SIGINT: they keep what they measured and exit 130.
     # A second Ctrl-C kills them; the study and the cache survive that too.
@@ -88,8 +86,8 @@ def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int
                 for relay in relays:
                     relay.join()
             break
-        except KeyboardInterrupt:
-            interrupted = True
+        except KeyboardInterrupt as stop:
+            interrupted, terminated = True, terminated or isinstance(stop, Terminated)
             sent = signals.pop(0) if signals else signal.SIGKILL
             for _, worker, _ in workers:
                 if worker.poll() is None:
@@ -97,8 +95,9 @@ def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int
     signal.signal(signal.SIGTERM, previous)
     failed = {device: worker.returncode for device, worker, _ in workers if worker.returncode != 0}
     if interrupted:
-        print("tuner search: interrupted; completed trials are kept, run the same command to resume", file=sys.stderr)
-        return 130
+        print(f"tuner search: {'terminated (SIGTERM)' if terminated else 'interrupted'}; completed trials are kept, "
+              "run the same command to resume", file=sys.stderr)
+        return 143 if terminated else 130
     if failed:
         print("tuner search: " + ", ".join(
             f"the worker on {backend.name} {device} " + (f"exited with {status}" if status > 0 else

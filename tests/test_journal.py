@@ -1,0 +1,78 @@
+"""A study's journal survives a torn write, and a --storage that is no journal is refused in one
+line, unchanged; a storage URL's password never shows."""
+import json
+
+import pytest
+
+from tuner import journal
+from tuner.backends import CUDA
+from tuner.cli import main
+from tuner.problem import Problem
+from tuner.runtime import open_runtime
+from tuner.search import Search
+from tuner.storage import is_measured
+
+PROBLEM = Problem(8, 8, 8, "float32")
+
+
+def _search(tmp_path, storage):
+    return Search(open_runtime(CUDA, simulate=True), PROBLEM, root=tmp_path, storage=str(storage))
+
+
+def _measured(storage, tmp_path) -> int:
+    return sum(map(is_measured, _search(tmp_path, storage).study.trials))
+
+
+@pytest.mark.parametrize("damage", ["a torn tail", "a torn line appended onto"])
+def test_a_torn_journal_line_is_moved_aside_and_two_more_searches_succeed(tmp_path, damage):
+    storage = tmp_path / "study.journal"
+    assert _search(tmp_path, storage).run(trials=1, timeout=None).measured == 1
+    whole = storage.read_bytes()
+    last = whole.splitlines(keepends=True)[-1]
+    torn = last[:len(last) // 2]
+    storage.write_bytes(whole + torn + (last if damage == "a torn line appended onto" else b""))
+    with pytest.warns(journal.JournalRepairedWarning, match=f"the study journal {storage} had {len(torn)} torn bytes"):
+        search = _search(tmp_path, storage)
+    assert search.run(trials=1, timeout=None).measured == 1
+    assert _search(tmp_path, storage).run(trials=1, timeout=None).measured == 1
+    assert _measured(storage, tmp_path) == 3
+    (aside,) = tmp_path.glob("study.journal.torn-*")
+    assert aside.read_bytes() == torn + b"\n"
+    assert all(json.loads(line) for line in storage.read_bytes().splitlines())
+
+
+def test_a_file_that_is_no_journal_is_refused_unchanged(tmp_path, capsys):
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    assert main(["search", "--backend", "cuda", "--simulate", "--cache-dir", str(tmp_path), "--storage", str(passwd),
+                 "--shape", "8", "8", "8"]) == 2
+    error = capsys.readouterr().err
+    assert f"--storage {passwd} is not an Optuna journal" in error and error.count("\n") == 1
+    assert passwd.read_text() == "root:x:0:0:root:/root:/bin/bash\n"
+
+
+def test_a_foreign_line_inside_a_journal_is_refused_unchanged(tmp_path):
+    storage = tmp_path / "study.journal"
+    _search(tmp_path, storage)
+    content = storage.read_bytes() + b"some other program's line\n"
+    storage.write_bytes(content)
+    with pytest.raises(journal.JournalError, match="holds a line that is no Optuna journal entry"):
+        _search(tmp_path, storage)
+    assert storage.read_bytes() == content
+
+
+def test_a_journal_in_a_missing_directory_is_refused_not_created(tmp_path, capsys):
+    storage = tmp_path / "no" / "such" / "x.journal"
+    assert main(["search", "--backend", "cuda", "--simulate", "--cache-dir", str(tmp_path), "--storage", str(storage),
+                 "--shape", "8", "8", "8"]) == 2
+    assert f"the directory {storage.parent} does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+
+
+def test_a_storage_password_never_shows(tmp_path, capsys):
+    url = "postgresql://tuner:s3cret-word@127.0.0.1:1/tuner"
+    assert main(["search", "--backend", "cuda", "--simulate", "--cache-dir", str(tmp_path), "--storage", url,
+                 "--shape", "8", "8", "8"]) == 2
+    error = capsys.readouterr().err
+    assert "cannot be opened" in error and "postgresql://tuner:***@127.0.0.1:1/tuner" in error
+    assert "s3cret" not in error

@@ -1,0 +1,98 @@
+"""A study's journal file: checked when opened, and repaired after a torn write.
+
+Optuna's journal is one JSON entry per line, appended under a lock. A write cut short (a process
+killed mid-append, a full disk) leaves a torn line with no newline. Optuna skips a torn last line,
+but the next append lands on the same line, and from then on the whole journal is unreadable.
+Opening a journal here moves the torn bytes aside to a file of their own, keeps every whole entry
+(an entry appended onto a torn line included), and says so in one line. Only bytes that are the
+start of an Optuna entry are ever moved: a file that is not a journal is refused, never rewritten.
+"""
+import json
+import os
+import tempfile
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+
+ENTRY_START = b'{"op_code":'
+
+
+class JournalError(ValueError):
+    """A --storage file that cannot be used as a journal; the message names it and says what to do."""
+
+
+class JournalRepairedWarning(UserWarning):
+    """Torn bytes were moved out of a study's journal; the study goes on without them."""
+
+
+def _entry(fragment: bytes) -> bool:
+    try:
+        return isinstance(json.loads(fragment), dict) and fragment.startswith(ENTRY_START)
+    except ValueError:
+        return False
+
+
+def _torn(fragment: bytes) -> bool:
+    """Whether `fragment` is the start of an entry whose write was cut short."""
+    return fragment.startswith(ENTRY_START) or ENTRY_START.startswith(fragment)
+
+
+def _split(line: bytes) -> list[bytes]:
+    """A line as the entries written onto it: a torn entry followed by whole ones."""
+    starts = [index for index in range(len(line)) if line.startswith(ENTRY_START, index)] or [0]
+    if starts[0] != 0:
+        starts.insert(0, 0)
+    return [line[start:end] for start, end in zip(starts, starts[1:] + [len(line)])]
+
+
+def check(path: Path, label: str) -> None:
+    """Refuse, with what to do, a journal path that cannot hold a study: a missing directory, or
+    a file that is not an Optuna journal."""
+    if not path.parent.is_dir():
+        raise JournalError(f"--storage {label}: the directory {path.parent} does not exist; create it, or give a "
+                           "journal path in an existing directory")
+    if path.exists() and not path.is_file():
+        raise JournalError(f"--storage {label} is not a file; give a journal file path")
+    if path.exists() and path.stat().st_size:
+        with open(path, "rb") as file:
+            first = file.readline()
+        if not (_entry(first.rstrip(b"\r\n")) or (not first.endswith(b"\n") and _torn(first))):
+            raise JournalError(f"--storage {label} is not an Optuna journal (its first line is not a journal entry); "
+                               "give a new file name, or the journal of an existing study")
+
+
+def repair(path: Path, label: str) -> None:
+    """Move torn bytes out of the journal at `path`; the caller holds the journal's append lock."""
+    for stale in path.parent.glob(f"{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)  # under the append lock, left only by a repair killed mid-write
+    if not path.exists():
+        return
+    content = path.read_bytes()
+    kept, torn = [], []
+    for line in content.splitlines(keepends=True):
+        whole = line.endswith(b"\n")
+        if whole and _entry(line.rstrip(b"\r\n")):
+            kept.append(line)
+            continue
+        for fragment in _split(line.rstrip(b"\r\n")):
+            if _entry(fragment):
+                kept.append(fragment + b"\n")
+            elif _torn(fragment):
+                torn.append(fragment)
+            else:
+                raise JournalError(f"--storage {label} holds a line that is no Optuna journal entry "
+                                   f"({fragment[:60]!r}...); restore the journal, or give a new file name")
+    if not torn:
+        return
+    moment = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    aside = path.with_name(f"{path.name}.torn-{moment}")
+    aside.write_bytes(b"\n".join(torn) + b"\n")
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(b"".join(kept))
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+    warnings.warn(f"tuner: the study journal {label} had {sum(map(len, torn))} torn bytes (a write cut short by a "
+                  f"crash or a full disk); they were moved to {aside}, and the study goes on",
+                  JournalRepairedWarning, stacklevel=3)
