@@ -1,11 +1,19 @@
 """Recorded tuning spaces: each configuration's measured time, read from a Kernel Tuner cache file
 or from this project's sweep files, so that searches can be replayed offline."""
 import gzip
+import io
 import json
 import math
+import os
+import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+
+
+# A recorded space of 100,000 configurations takes a few tens of MB; a larger file is refused
+# before it can fill the memory.
+MAX_BYTES = 256 << 20
 
 
 class RecordingError(ValueError):
@@ -53,17 +61,34 @@ def load(path: str | Path) -> RecordedSpace:
     """Read a Kernel Tuner cache file (JSON, gzipped or not, possibly left open) or a tuner
     sweep file (JSON lines from bench/sweep.py)."""
     path = Path(path)
+    raw = _read(path)
     try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise RecordingError(f"{path}: cannot be read ({error.strerror or error})") from None
-    try:
-        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.GzipFile(fileobj=io.BytesIO(raw)).read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            raise RecordingError(f"{path}: over {MAX_BYTES >> 20} MiB uncompressed, too large for a recorded space")
+        text = raw.decode()
     except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error):
         raise RecordingError(f"{path}: neither JSON nor gzipped JSON") from None
     if text.lstrip().startswith('{"header"'):
         return _from_sweep(path, text)
     return _from_kernel_tuner(path, _json(path, text))
+
+
+def _read(path: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_BYTES; a FIFO or a device is refused without
+    blocking or reading on."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(descriptor, "rb") as file:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise RecordingError(f"{path}: not a regular file; give a Kernel Tuner cache file or a sweep file")
+            raw = file.read(MAX_BYTES + 1)
+    except OSError as error:
+        raise RecordingError(f"{path}: cannot be read ({error.strerror or error})") from None
+    if len(raw) > MAX_BYTES:
+        raise RecordingError(f"{path}: over {MAX_BYTES >> 20} MiB, too large for a recorded space")
+    return raw
 
 
 def _json(path: Path, text: str):
@@ -73,10 +98,12 @@ def _json(path: Path, text: str):
         return json.loads(text)
     except json.JSONDecodeError:
         pass
+    except RecursionError:
+        raise RecordingError(f"{path}: not a Kernel Tuner cache file (nested too deeply)") from None
     try:
         return json.loads(text.rstrip().rstrip(",") + "}}")
-    except json.JSONDecodeError as error:
-        raise RecordingError(f"{path}: not a Kernel Tuner cache file ({error})") from None
+    except (json.JSONDecodeError, RecursionError) as error:
+        raise RecordingError(f"{path}: not a Kernel Tuner cache file ({str(error) or 'nested too deeply'})") from None
 
 
 def _from_kernel_tuner(path: Path, document) -> RecordedSpace:
@@ -135,6 +162,6 @@ def _from_sweep(path: Path, text: str) -> RecordedSpace:
                 results[key] = Result(row["median_seconds"], "", cost + sum(row["times"]))
             else:
                 results[key] = Result(None, row["status"], cost)
-    except (json.JSONDecodeError, KeyError, TypeError, IndexError, ValueError, AttributeError) as error:
+    except (json.JSONDecodeError, KeyError, TypeError, IndexError, ValueError, AttributeError, RecursionError) as error:
         raise RecordingError(f"{path}: not a tuner sweep file ({type(error).__name__}: {error})") from None
     return RecordedSpace(name, domains, results)
