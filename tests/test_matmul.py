@@ -1,6 +1,9 @@
 """tuner.matmul against NumPy on the simulator: odd shapes, dtypes, alpha/beta, host and device
 operands, and every kind of bad input (a clear exception, or NumPy's answer where it has one)."""
 import dataclasses
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -167,6 +170,14 @@ BAD = {
                                   np.broadcast_to(np.float32(1), (300_000, 2))), {}, MemoryError,
                                  "split it into smaller products"),
     "a tensor that cannot lend its memory": ((_Unlendable(), F32.T), {}, TypeError, "cannot lend its device memory"),
+    "None": ((None, F32.T), {}, TypeError, "A must be a matrix of numbers, not NoneType"),
+    "strings": ((F32, np.full((3, 4), "x")), {}, TypeError, "B must be a matrix of numbers, not ndarray of <U1"),
+    "a masked array": ((np.ma.masked_array(F32, mask=F32 > 0), F32.T), {}, TypeError,
+                       r"A is a masked array, whose mask tuner.matmul would ignore; pass A.filled\(0\)"),
+    "an alpha float32 cannot hold": ((F32, F32.T), {"alpha": 1e300}, ValueError,
+                                     r"alpha=1e\+300 overflows float32, the precision this product is computed in"),
+    "too large for the simulator": ((np.ones((256, 256), np.float32), np.ones((256, 256), np.float32)), {}, ValueError,
+                                    "256x256x256 is too large for the simulator.*; run it on a GPU, or with smaller"),
 }
 
 
@@ -185,3 +196,14 @@ def test_array_interface_exporters_are_used_in_place():
     result = tuner.matmul(cupy.asarray(A), cupy.asarray(B))
     assert isinstance(result, cupy.ndarray)
     _close(cupy.asnumpy(result), _expected(A, B), "float32")
+
+
+@pytest.mark.skipif(os.path.exists("/proc/driver/nvidia/version"), reason="an NVIDIA driver is present")
+def test_without_a_gpu_the_error_names_the_simulator():
+    environment = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run([sys.executable, "-c", "import numpy, tuner; tuner.matmul(numpy.ones((2, 2)), numpy.ones((2, 2)))"],
+                          env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith("tuner.runtime.NoGPU: no GPU here (")
+    assert "tuner.matmul needs one, or, to try it on Numba's CUDA simulator" in done.stderr
+    assert "set NUMBA_ENABLE_CUDASIM=1 before starting Python" in done.stderr

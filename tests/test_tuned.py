@@ -124,3 +124,12 @@ def test_a_record_moved_into_this_devices_folder_is_not_used(cache_dir):
     skipped = [str(warning.message) for warning in caught if warning.category is tuner.SkippedRecordWarning]
     assert len(skipped) == 2 and all("moved or copied here by hand" in message for message in skipped)
     assert not kernel.tuned
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.dtype("float32"), "float32"], ids=["type", "dtype", "name"])
+def test_get_kernel_takes_numpy_dtypes(cache_dir, dtype):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tuner.UntunedWarning)
+        assert tuner.get_kernel(4, 4, 4, dtype).problem.dtype == "float32"
+    with pytest.raises(TypeError, match="dtype must be a NumPy dtype or its name, such as 'float32', not 5"):
+        tuner.get_kernel(4, 4, 4, 5)

@@ -84,7 +84,13 @@ def _matrix(runtime: Runtime, array, name: str):
     if not is_device(array):
         if name == "out" and not isinstance(array, np.ndarray):
             raise TypeError(f"out must be a NumPy array or a device array, not {type(array).__name__}")
-        array = np.asarray(array)
+        if isinstance(array, np.ma.MaskedArray):
+            raise TypeError(f"{name} is a masked array, whose mask tuner.matmul would ignore; pass {name}.filled(0) "
+                            f"to multiply with masked entries as zeros, or {name}.data to ignore the mask")
+        given, array = array, np.asarray(array)
+        if array.dtype.kind not in "biufc":
+            raise TypeError(f"{name} must be a matrix of numbers, not {type(given).__name__}"
+                            + (f" of {array.dtype}" if isinstance(given, np.ndarray) else ""))
     else:
         array = _on_device(runtime, array)
     if len(array.shape) != 2:
@@ -115,6 +121,12 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta) -> Call:
     if dtype not in runtime.backend.dtypes:
         raise TypeError(f"{dtype} matrices are not supported on {runtime.backend.name}; "
                         f"use one of {', '.join(runtime.backend.dtypes)}")
+    accumulate = np.dtype(PRECISIONS[dtype].accumulate).type
+    for name, scalar in (("alpha", alpha), ("beta", beta)):
+        with np.errstate(over="ignore"):
+            if np.isfinite(scalar) and not np.isfinite(accumulate(scalar)):
+                raise ValueError(f"{name}={scalar} overflows {accumulate.__name__}, the precision this product is "
+                                 f"computed in; scale A or B instead, or use float64 matrices")
     output = np.dtype(PRECISIONS[dtype].output)
     C = None if out is None else _check_out(runtime, out, (m, n), output)
     if out is None and beta != 0:

@@ -120,12 +120,18 @@ class Runtime:
         source, target = self._flush_buffers
         target.copy_to_device(source)
 
+    def too_slow(self, problem: Problem) -> str:
+        """Why `problem` would take minutes or more here (on the simulator), or "" if it would not."""
+        if self.simulated and problem.m * problem.n * problem.k > SIMULATOR_MAX_MULTIPLY_ADDS:
+            return (f"{problem.m}x{problem.n}x{problem.k} is too large for the simulator, which runs one Python "
+                    "thread per GPU thread (m*n*k at most 128**3; a GPU takes more)")
+        return ""
+
     def refuses(self, problem: Problem) -> str:
         """Why `problem` is too large to tune here, or "" if it is not."""
         shape = f"{problem.m}x{problem.n}x{problem.k}"
-        if self.simulated and problem.m * problem.n * problem.k > SIMULATOR_MAX_MULTIPLY_ADDS:
-            return (f"{shape} is too large for the simulator, which runs one Python thread per GPU thread "
-                    "(m*n*k at most 128**3; a GPU takes more)")
+        if self.too_slow(problem):
+            return self.too_slow(problem)
         if not self.simulated and problem.operand_bytes > self.device.memory_bytes // 2:
             return (f"{shape} needs {problem.operand_bytes / 2**30:.1f} GiB of operands, over half of the "
                     f"device's {self.device.memory_bytes / 2**30:.0f} GiB")

@@ -14,12 +14,14 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from . import arrays, cache, record
 from .config import Config
 from .devices import Device
 from .kernel import Kernel, kernel_dir, load
 from .problem import Problem
-from .runtime import Runtime, detect_runtime
+from .runtime import NoGPU, Runtime, detect_runtime
 from .space import Space
 
 
@@ -157,7 +159,11 @@ _libraries: dict[tuple[str, Path], Library] = {}
 def _library(backend: str | None, cache_dir) -> Library:
     with _lock:
         if backend not in _runtimes:
-            _runtimes[backend] = detect_runtime(backend)
+            try:
+                _runtimes[backend] = detect_runtime(backend)
+            except NoGPU as reason:
+                raise NoGPU(f"no GPU here ({reason}); tuner.matmul needs one, or, to try it on Numba's CUDA simulator "
+                            "(slow: small matrices only), set NUMBA_ENABLE_CUDASIM=1 before starting Python") from None
         runtime = _runtimes[backend]
         root = cache.cache_dir(cache_dir)
         key = (runtime.device.fingerprint, root)
@@ -182,9 +188,20 @@ def get_kernel(m: int, n: int, k: int, dtype: str = "float32", *, backend: str |
     defaults to $TUNER_CACHE_DIR, else the user cache directory.
     """
     library = _library(backend, cache_dir)
+    dtype = _dtype_name(dtype)
     Space.of(library.runtime.backend, dtype)  # a clear error for a dtype the backend lacks
     with _lock:
         return library.kernel(Problem(m, n, k, dtype))
+
+
+def _dtype_name(dtype) -> str:
+    """The name of a dtype given as a name, a NumPy dtype or a scalar type (np.float32)."""
+    if isinstance(dtype, str):
+        return dtype
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        raise TypeError(f"dtype must be a NumPy dtype or its name, such as 'float32', not {dtype!r}") from None
 
 
 def matmul(A, B, out=None, *, alpha=1.0, beta=0.0):
@@ -199,6 +216,9 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0):
     library = _library(None, None)
     call = arrays.prepare(library.runtime, A, B, out, alpha, beta)
     m, n, k = call.shape
+    too_slow = library.runtime.too_slow(Problem(max(m, 1), max(n, 1), max(k, 1), call.dtype))
+    if too_slow:
+        raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
     if m and n:
         with _lock:
             kernel = library.kernel(Problem(m, n, max(k, 1), call.dtype)).kernel
