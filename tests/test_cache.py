@@ -127,3 +127,15 @@ def test_eight_processes_writing_at_once_lose_no_record(tmp_path):
     assert shared in [make_record(H100, SHARED, [(CONFIGS[writer], 1.0 + writer * ENTRIES + ENTRIES - 1)])
                       for writer in range(WRITERS)]
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_a_cache_directory_that_is_a_file_is_refused(tmp_path, monkeypatch, capsys):
+    from tuner.cli import main
+
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    assert main(["list", "--cache-dir", str(a_file)]) == 2
+    assert f"--cache-dir {a_file} is not a directory" in capsys.readouterr().err
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(a_file))
+    with pytest.raises(ValueError, match=f"TUNER_CACHE_DIR={a_file} is not a directory"):
+        cache.cache_dir()

@@ -1,6 +1,7 @@
 """`tuner search`, `list`, `show` and `devices` from the command line, on the simulator."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -129,6 +130,8 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_results(tmp_path):
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130 and "Traceback" not in err
     assert "interrupted; completed trials are kept" in err
+    completed = re.search(r"trials \((\d+) completed\)", out).group(1)  # the same count in both lines
+    assert f"failures by reason (the study's {completed} completed trials" in out
     study = _study(tmp_path)
     assert not [t for t in study.trials if t.state.name == "RUNNING"]
     [path] = cache.record_paths(tmp_path)

@@ -30,12 +30,17 @@ class CacheError(ValueError):
 
 
 def cache_dir(override: str | os.PathLike | None = None) -> Path:
-    """--cache-dir if given, else $TUNER_CACHE_DIR, else the user's cache directory."""
+    """--cache-dir if given, else $TUNER_CACHE_DIR, else the user's cache directory; ValueError
+    if that is something other than a directory."""
     if override:
-        return Path(override)
-    if os.environ.get("TUNER_CACHE_DIR"):
-        return Path(os.environ["TUNER_CACHE_DIR"])
-    return _user_cache_dir()
+        root, given = Path(override), f"--cache-dir {override}"
+    elif os.environ.get("TUNER_CACHE_DIR"):
+        root, given = Path(os.environ["TUNER_CACHE_DIR"]), f"TUNER_CACHE_DIR={os.environ['TUNER_CACHE_DIR']}"
+    else:
+        root, given = _user_cache_dir(), f"the cache directory {_user_cache_dir()}"
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"{given} is not a directory; give a directory (a missing one is created)")
+    return root
 
 
 @functools.cache

@@ -72,16 +72,17 @@ def _search(args) -> int:
     with bar:
         outcome = search.run(None, args.timeout, progress, budget=args.trials)
     measured = search.shared.measured_count(search.study)
+    completed = search.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     budget = f" (its budget: {args.trials})" if args.trials else ""
     print(f"this run: measured {outcome.measured} ({outcome.failed} failed), {outcome.invalid} invalid and "
           f"{outcome.duplicates} repeated suggestions answered without measuring; the study now has "
-          f"{search.trial_count()} trials, {measured} measured{budget}"
+          f"{search.trial_count()} trials ({len(completed)} completed), {measured} measured{budget}"
           + (f"; stopped: {outcome.stopped}" if outcome.stopped else ""))
     if outcome.record:
         _print_record_summary(outcome.record)
     else:
         print("no variant has passed verification yet: nothing cached")
-    print_failures(search.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    print_failures(completed)
     if outcome.record:
         print(f"cache record: {outcome.record_path}")
     print(f"figures: tuner report --study {search.study.study_name}"

@@ -88,9 +88,9 @@ def print_failures(trials) -> None:
     """The failure lines at the end of `tuner search`: the commonest reasons, then how many more."""
     reasons = failure_reasons(trials)
     if not reasons:
-        print(f"failures by reason (the study's {len(trials)} trials): none")
+        print(f"failures by reason (the study's {len(trials)} completed trials): none")
         return
-    print(f"failures by reason (the study's {len(trials)} trials; a suggestion breaking several rules "
+    print(f"failures by reason (the study's {len(trials)} completed trials; a suggestion breaking several rules "
           "counts for each):")
     for reason, count in reasons.most_common(SHOWN_REASONS):
         print(f"  {count:4} {reason}")
