@@ -1,5 +1,6 @@
 """`tuner render` and `tuner space`: source for both backends, one-line errors for mistakes."""
 import ast
+import re
 import subprocess
 import sys
 
@@ -45,3 +46,10 @@ def test_space_reports_size_and_seed(capsys):
     out = capsys.readouterr().out
     assert "valid configurations: " in out and "max_registers: 0" in out
     assert "block_m=16 block_n=16 block_k=16 thread_m=1 thread_n=1" in out
+
+
+def test_version_names_the_distribution(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert re.fullmatch(r"tuner \d+\.\d+\.\d+\S* \(numba-matmul-tuner\)\n", capsys.readouterr().out)

@@ -159,3 +159,12 @@ def test_the_kernel_directory_follows_the_cache_directory(monkeypatch, tmp_path)
     assert kernel_dir() == tmp_path / "env" / "kernels"
     monkeypatch.setenv("TUNER_KERNEL_DIR", str(tmp_path / "mine"))
     assert kernel_dir(tmp_path / "given") == tmp_path / "mine"
+
+
+def test_a_search_with_a_cache_directory_keeps_its_kernels_there(monkeypatch, tmp_path):
+    from tuner.cli import main
+
+    monkeypatch.delenv("TUNER_KERNEL_DIR")
+    assert main(["search", "--backend", "cuda", "--simulate", "--shape", "8", "8", "8", "--trials", "1",
+                 "--cache-dir", str(tmp_path)]) == 0
+    assert list((tmp_path / "kernels").glob("matmul_*.py"))
