@@ -168,3 +168,13 @@ def test_a_search_with_a_cache_directory_keeps_its_kernels_there(monkeypatch, tm
     assert main(["search", "--backend", "cuda", "--simulate", "--shape", "8", "8", "8", "--trials", "1",
                  "--cache-dir", str(tmp_path)]) == 0
     assert list((tmp_path / "kernels").glob("matmul_*.py"))
+
+
+def test_a_numba_cache_directory_others_can_write_is_refused(kernels, monkeypatch, tmp_path):
+    directory, path, source = kernels
+    shared = tmp_path / "numba-cache"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(shared))
+    with pytest.raises(UnsafeKernelDirectory, match="can be written by other users.*unset NUMBA_CACHE_DIR"):
+        write_source(source, directory)

@@ -49,32 +49,35 @@ def kernel_dir(cache_root: Path | None = None) -> Path:
     return (cache_root or cache.cache_dir()) / "kernels"
 
 
-def private_dir(directory: Path) -> Path:
+_OWN_KERNEL_DIR = "set TUNER_KERNEL_DIR to a directory of your own (tuner creates it with mode 700)"
+_OWN_NUMBA_CACHE = "unset NUMBA_CACHE_DIR, or set it to a directory of your own"
+
+
+def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR) -> Path:
     """`directory`, created with mode 700 if new, once checked to be a real directory that no
-    other user can write; UnsafeKernelDirectory saying what to do otherwise."""
+    other user can write; UnsafeKernelDirectory saying what is wrong and `remedy` otherwise."""
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = os.lstat(directory)
     except OSError as error:
         raise UnsafeKernelDirectory(f"cannot create the kernel directory {directory} ({error.strerror or error}); "
-                                    "set TUNER_KERNEL_DIR to a directory you can write") from None
+                                    f"{remedy}") from None
     problem = ("is a symbolic link" if stat.S_ISLNK(info.st_mode) else
                "is not a directory" if not stat.S_ISDIR(info.st_mode) else
                f"belongs to user {info.st_uid}, not to you ({os.geteuid()})" if info.st_uid != os.geteuid() else
                f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})" if info.st_mode & 0o022 else "")
     if problem:
-        raise UnsafeKernelDirectory(
-            f"the kernel directory {directory} {problem}; tuner runs generated code only from a directory that "
-            "no one else can write: set TUNER_KERNEL_DIR to a directory of your own (tuner creates it with mode 700)")
+        raise UnsafeKernelDirectory(f"the kernel directory {directory} {problem}; tuner runs generated code only "
+                                    f"from a directory that no one else can write: {remedy}")
     return directory
 
 
-def _numba_cache_dirs(directory: Path) -> list[Path]:
-    """Where Numba keeps the compiled kernels of files in `directory`: $NUMBA_CACHE_DIR if set,
-    else the `__pycache__` beside them."""
+def _numba_cache_dir(directory: Path) -> Path:
+    """Where Numba keeps the compiled kernels of the files in the private `directory`, checked
+    private too: $NUMBA_CACHE_DIR if set, else the `__pycache__` beside the files."""
     if os.environ.get("NUMBA_CACHE_DIR"):
-        return [Path(os.environ["NUMBA_CACHE_DIR"])]
-    return [directory / "__pycache__"]
+        return private_dir(Path(os.environ["NUMBA_CACHE_DIR"]), _OWN_NUMBA_CACHE)
+    return private_dir(directory / "__pycache__")
 
 
 def _difference(path: Path, expected: bytes) -> str:
@@ -115,17 +118,15 @@ def write_source(source: str, directory: Path | None = None) -> Path:
     directory. A file there that differs is replaced (and said so once); Numba's compiled
     kernels of the replaced file go with it."""
     directory = private_dir(directory or kernel_dir())
-    for compiled in _numba_cache_dirs(directory):
-        private_dir(compiled)
+    compiled = _numba_cache_dir(directory)
     path = directory / f"matmul_{hashlib.sha256(source.encode()).hexdigest()[:20]}.py"
     expected = source.encode()
     difference = _difference(path, expected)
     if not difference:
         return path
     if difference != "missing":
-        for compiled in _numba_cache_dirs(directory):
-            for stale in compiled.rglob(f"{path.stem}.*"):
-                stale.unlink(missing_ok=True)
+        for stale in compiled.rglob(f"{path.stem}.*"):
+            stale.unlink(missing_ok=True)
         if path not in _replaced:
             _replaced.add(path)
             warnings.warn(f"tuner: the kernel file {path} was {difference}; it was not run, and was rendered "
@@ -136,7 +137,7 @@ def write_source(source: str, directory: Path | None = None) -> Path:
 
 @contextlib.contextmanager
 def _simulated_as(module_name: str):
-    """While a kernel file imports: `from numba import <module_name>` yields the simulated
+    """While a kernel's source runs: `from numba import <module_name>` yields the simulated
     numba.cuda, whose jit then ignores the options that only steer register allocation."""
     import numba
     from numba import cuda
