@@ -47,7 +47,7 @@ def test_a_file_that_is_no_journal_is_refused_unchanged(tmp_path, capsys):
     assert main(["search", "--backend", "cuda", "--simulate", "--cache-dir", str(tmp_path), "--storage", str(passwd),
                  "--shape", "8", "8", "8"]) == 2
     error = capsys.readouterr().err
-    assert f"--storage {passwd} is not an Optuna journal" in error and error.count("\n") == 1
+    assert f"{passwd} is not an Optuna journal" in error and error.count("\n") == 1
     assert passwd.read_text() == "root:x:0:0:root:/root:/bin/bash\n"
 
 
@@ -65,7 +65,7 @@ def test_a_journal_in_a_missing_directory_is_refused_not_created(tmp_path, capsy
     storage = tmp_path / "no" / "such" / "x.journal"
     assert main(["search", "--backend", "cuda", "--simulate", "--cache-dir", str(tmp_path), "--storage", str(storage),
                  "--shape", "8", "8", "8"]) == 2
-    assert f"the directory {storage.parent} does not exist" in capsys.readouterr().err
+    assert f"{storage}: its directory {storage.parent} does not exist" in capsys.readouterr().err
     assert not (tmp_path / "no").exists()
 
 

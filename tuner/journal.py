@@ -49,15 +49,15 @@ def check(path: Path, label: str) -> None:
     """Refuse, with what to do, a journal path that cannot hold a study: a missing directory, or
     a file that is not an Optuna journal."""
     if not path.parent.is_dir():
-        raise JournalError(f"--storage {label}: the directory {path.parent} does not exist; create it, or give a "
+        raise JournalError(f"{label}: its directory {path.parent} does not exist; create it, or give a "
                            "journal path in an existing directory")
     if path.exists() and not path.is_file():
-        raise JournalError(f"--storage {label} is not a file; give a journal file path")
+        raise JournalError(f"{label} is not a file; give a journal file path")
     if path.exists() and path.stat().st_size:
         with open(path, "rb") as file:
-            first = file.readline()
+            first = file.readline(1 << 20)  # a first line longer than this passes as a torn one
         if not (_entry(first.rstrip(b"\r\n")) or (not first.endswith(b"\n") and _torn(first))):
-            raise JournalError(f"--storage {label} is not an Optuna journal (its first line is not a journal entry); "
+            raise JournalError(f"{label} is not an Optuna journal (its first line is not a journal entry); "
                                "give a new file name, or the journal of an existing study")
 
 
@@ -80,7 +80,7 @@ def repair(path: Path, label: str) -> None:
             elif _torn(fragment):
                 torn.append(fragment)
             else:
-                raise JournalError(f"--storage {label} holds a line that is no Optuna journal entry "
+                raise JournalError(f"{label} holds a line that is no Optuna journal entry "
                                    f"({fragment[:60]!r}...); restore the journal, or give a new file name")
     if not torn:
         return

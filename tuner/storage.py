@@ -204,7 +204,7 @@ class SharedStorage:
                 self.storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
                     str(path), lock_obj=append_lock))
             except Exception as error:  # Optuna's errors for entries it cannot replay
-                raise journal.JournalError(f"--storage {path} cannot be read as a study journal ({type(error).__name__}: "
+                raise journal.JournalError(f"{path} cannot be read as a study journal ({type(error).__name__}: "
                                            f"{str(error)[:200]}); restore it from a copy, or give a new file "
                                            "name") from None
             self.lock = _FileLock(path.with_name(path.name + ".claims.lock"))
