@@ -180,10 +180,11 @@ def test_a_database_storage_gets_heartbeats_and_claims(tmp_path):
 
 def test_a_trial_taken_for_dead_is_dropped_without_an_error(tmp_path):
     search = _search(tmp_path)
-    trial = search._running = search.study.ask()
+    trial = search.study.ask()
+    search._asked[trial.number] = trial
     search.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)  # as another worker would
     search._tell(trial, "invalid", 0.0, 1.0, reasons=["planted"])
-    assert search._running is None and search.study.trials[trial.number].state.name == "FAIL"
+    assert not search._asked and search.study.trials[trial.number].state.name == "FAIL"
 
 
 def test_a_budget_already_spent_measures_nothing(tmp_path):

@@ -30,6 +30,7 @@ class Backend:
     max_registers: bool  # whether the jit decorator accepts max_registers
     launch_bounds: bool  # whether the jit decorator accepts launch_bounds
     visible_devices: str  # the environment variable that limits a process to some of the GPUs
+    compiles_without_gpu: bool  # whether its kernels compile (to PTX) on a host without its GPU
 
 
 CUDA = Backend(
@@ -48,6 +49,7 @@ CUDA = Backend(
     max_registers=True,
     launch_bounds=True,
     visible_devices="CUDA_VISIBLE_DEVICES",
+    compiles_without_gpu=True,
 )
 
 ROC = Backend(
@@ -67,6 +69,7 @@ ROC = Backend(
     max_registers=False,
     launch_bounds=False,
     visible_devices="HIP_VISIBLE_DEVICES",
+    compiles_without_gpu=False,
 )
 
 BACKENDS = {backend.name: backend for backend in (CUDA, ROC)}

@@ -3,11 +3,13 @@ the per-GPU cache and offline replays."""
 import argparse
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
 from . import cache
 from .backends import BACKENDS, get_backend
+from .compile_ahead import default_workers
 from .problem import Problem
 from .runtime import NoGPU, Runtime, RuntimeUnavailable, detect_runtime, open_runtime, simulator_enabled
 from .sampler import SAMPLERS
@@ -69,8 +71,9 @@ def _search(args) -> int:
         bar.update(search.shared.measured_count(search.study) - bar.n)  # every worker's measurements
         bar.set_postfix_str(f"best {best:.3g} GFLOP/s{unit}" if best else "none passed yet")
 
+    workers = args.compile_workers if args.compile_workers is not None else 0 if runtime.simulated else default_workers()
     with bar:
-        outcome = search.run(None, args.timeout, progress, budget=args.trials)
+        outcome = search.run(None, args.timeout, progress, budget=args.trials, compile_workers=workers)
     measured = search.shared.measured_count(search.study)
     completed = search.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     budget = f" (its budget: {args.trials})" if args.trials else ""
@@ -78,6 +81,11 @@ def _search(args) -> int:
           f"{outcome.duplicates} repeated suggestions answered without measuring; the study now has "
           f"{search.trial_count()} trials ({len(completed)} completed), {measured} measured{budget}"
           + (f"; stopped: {outcome.stopped}" if outcome.stopped else ""))
+    if outcome.intervals:
+        print(f"throughput: {len(outcome.intervals)} variants evaluated in {outcome.wall_seconds:.0f} s, a median of "
+              f"{statistics.median(outcome.intervals):.2f} s each; verifying and timing took "
+              f"{outcome.measuring_seconds / outcome.wall_seconds:.0%} of it"
+              + (f" ({workers} compile workers ahead)" if workers else ""))
     if outcome.record:
         _print_record_summary(outcome.record)
     else:
@@ -105,6 +113,8 @@ def _search_on_devices(args) -> int:
         check_devices(backend, devices)
     if args.storage:
         os.environ["TUNER_STORAGE"] = args.storage  # the workers' default, so no password shows in a process list
+    if args.compile_workers is None and not simulated:
+        args.compile_workers = default_workers(len(devices))  # the host's cores shared out between the devices
     return run_workers(worker_command(args, simulated), backend, devices)
 
 
@@ -115,7 +125,7 @@ def worker_command(args, simulated: bool) -> list[str]:
                "--seed", str(args.seed), "--sampler", args.sampler, "--heartbeat", str(args.heartbeat)]
     command += ["--simulate"] if simulated else []
     command += ["--shape", *map(str, args.shape)] if args.shape else []
-    for option in ("trials", "timeout", "study", "cache_dir"):
+    for option in ("trials", "timeout", "study", "cache_dir", "compile_workers"):
         if getattr(args, option) is not None:
             command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
     return command
@@ -311,6 +321,10 @@ def add_parsers(subparsers) -> None:
     search.add_argument("--devices", metavar="0,1,...",
                         help="run one worker process per listed GPU of this host, each pinned to its GPU, all on the "
                              "same study")
+    search.add_argument("--compile-workers", type=_count, metavar="N",
+                        help="processes that compile the next variants while one is measured (default on a GPU: "
+                             "the host's cores less one per device, within its memory; 0 on the simulator, "
+                             "which runs no compiled code)")
     search.add_argument("--heartbeat", type=_positive, default=HEARTBEAT_SECONDS, metavar="SECONDS",
                         help=f"with a database --storage, a worker's heartbeat interval; a trial silent for "
                              f"{GRACE_INTERVALS} intervals is retried (default {HEARTBEAT_SECONDS})")
@@ -381,6 +395,13 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text}")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
     return value
 
 

@@ -4,7 +4,8 @@ A variant that fails to compile, fails to launch or gives a wrong answer is a Me
 that status and the reason; only an "ok" one has a time, so no failure can ever be the best.
 """
 import statistics
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -66,13 +67,15 @@ class Measurement:
     gflops: float | None = None
     fraction_of_peak: float | None = None
     clock: str = ""
+    phases: dict = field(default_factory=dict, compare=False)  # wall seconds: compile, verify, time
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The measurement as a record holds it; the phases are the search's own bookkeeping."""
+        return {name: value for name, value in asdict(self).items() if name != "phases"}
 
 
 def _first_line(error: BaseException) -> str:
@@ -111,23 +114,34 @@ def time_launch(runtime: Runtime, launch, protocol: Protocol) -> list[float]:
 
 def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, operands: Operands,
             protocol: Protocol, kernels: Path | None = None) -> Measurement:
-    """Compile, verify and time one statically valid configuration (its file in `kernels`, by
-    default kernel.kernel_dir())."""
+    """Compile (or load from Numba's disk cache), verify and time one statically valid
+    configuration (its file in `kernels`, by default kernel.kernel_dir()), with the wall seconds
+    of each phase."""
+    phases, start = {}, time.perf_counter()
+
+    def phase(name: str) -> None:
+        nonlocal start
+        phases[name], start = time.perf_counter() - start, time.perf_counter()
+
     try:
         kernel = load(space, config, kernels)
         kernel.compile()
     except OSError:
         raise  # the kernel directory or the disk, not the variant
     except Exception as error:  # any other failure to build is this variant's, not the search's
-        return Measurement("compile", _first_line(error), clock=runtime.clock)
+        phase("compile")
+        return Measurement("compile", _first_line(error), clock=runtime.clock, phases=phases)
+    phase("compile")
     try:
         error, wrong = verify(runtime, kernel, operands, TOLERANCE[space.precision.accumulate])
+        phase("verify")
         if wrong:
-            return Measurement("wrong", wrong, relative_error=error, clock=runtime.clock)
+            return Measurement("wrong", wrong, relative_error=error, clock=runtime.clock, phases=phases)
         C = runtime.module.device_array(operands.reference.shape, dtype=space.precision.output)
         times = time_launch(runtime, kernel.bind(operands.A, operands.B, C), protocol)
+        phase("time")
     except Exception as error:  # a launch that fails marks the variant, and the search goes on
-        return Measurement("launch", _first_line(error), clock=runtime.clock)
+        return Measurement("launch", _first_line(error), clock=runtime.clock, phases=phases)
     seconds = statistics.median(times)
     deciles = statistics.quantiles(times, n=10) if len(times) > 1 else [seconds] * 9
     gflops = problem.flops / seconds / 1e9
@@ -135,5 +149,5 @@ def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, op
     return Measurement(
         "ok", relative_error=error, seconds=seconds, spread=(deciles[-1] - deciles[0]) / seconds,
         reps=len(times), gflops=gflops, fraction_of_peak=gflops / peak if peak else None,
-        clock=runtime.clock,
+        clock=runtime.clock, phases=phases,
     )

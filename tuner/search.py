@@ -10,16 +10,19 @@ was asked for as the budget ran out. The study lives in persistent storage, so t
 resumes it, and several workers can share it (see storage.py); the cache record is rewritten
 after every measurement.
 """
+import contextlib
 import os
 import time
 import zlib
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
 
 from . import cache, record
+from .compile_ahead import CompilePool
 from .config import Config
 from .kernel import kernel_dir
 from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measurement, Operands, measure
@@ -55,6 +58,9 @@ class Outcome:
     stopped: str = ""  # why the run ended before its budget, if it did
     record: dict | None = None
     record_path: Path | None = None
+    intervals: list = field(default_factory=list)  # wall seconds from one evaluated variant to the next
+    measuring_seconds: float = 0.0  # of which verifying and timing on the device
+    wall_seconds: float = 0.0
 
 
 def study_name(runtime: Runtime, problem: Problem) -> str:
@@ -164,7 +170,8 @@ class Search:
                              "choose another --study name")
         self.study.set_user_attr("identity", identity)
         self.shared.recover(self.study)
-        self._running = None  # the trial asked for and not yet told
+        self._asked = {}  # number -> trial, for every trial asked for and not yet told
+        self._pending = deque()  # (trial, config, key) asked for, compiling ahead, not yet measured
         self._budget = None  # measured variants the study may hold, set by run
         self.protocol = SIMULATOR_PROTOCOL if runtime.simulated else GPU_PROTOCOL
         self.path = cache.record_path(root, runtime.device.slug, problem.key)
@@ -211,18 +218,24 @@ class Search:
         return max(values) if values else None
 
     def run(self, trials: int | None, timeout: float | None, progress=None, warm: bool = True,
-            budget: int | None = None) -> Outcome:
+            budget: int | None = None, compile_workers: int = 0) -> Outcome:
         """Measure up to `trials` new variants within `timeout` seconds, starting with the queued
         ones (and, if `warm`, the known-good ones), and stop once the study holds `budget`
-        measured variants, counting every worker's; Ctrl-C stops cleanly."""
+        measured variants, counting every worker's; Ctrl-C and SIGTERM stop cleanly. With
+        `compile_workers`, as many suggestions are asked ahead and compiled in that many worker
+        processes while this one measures (compile_ahead.py)."""
         if warm:
             self.warm_start()
         outcome = Outcome()
         operands = Operands.fresh(self.runtime, self.space, self.problem, self.seed)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        self._budget = budget
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        self._budget, self._last_evaluated = budget, started
+        ahead = compile_workers if self.runtime.backend.compiles_without_gpu or not self.runtime.simulated else 0
+        pool = CompilePool(self.runtime.backend.name, self.problem.dtype, str(kernel_dir(self.root)),
+                           self.runtime.simulated, ahead) if ahead else contextlib.nullcontext()
         try:
-            with self.shared.beating(lambda: self._running):
+            with pool, self.shared.beating(lambda: list(self._asked.values())):
                 while (trials is None or outcome.measured < trials) and not outcome.spent:
                     outcome.stopped = self._reason_to_stop(outcome, deadline)
                     if outcome.stopped:
@@ -230,16 +243,20 @@ class Search:
                     if budget is not None and not self.shared.wait_for_room(self.study, budget):
                         outcome.spent = True
                         break
-                    measurement = self._step(operands, outcome)
+                    measurement = self._step(operands, outcome, pool if ahead else None, ahead)
                     if measurement is not None:
                         outcome.record, outcome.record_path = self.save()
                         if progress:
                             progress(outcome, measurement, self.best_gflops())
         except KeyboardInterrupt as stop:
             outcome.interrupted, outcome.terminated = True, isinstance(stop, Terminated)
-            if self._running is not None:
-                with shielded():
-                    self.study.tell(self._running, state=TrialState.FAIL, skip_if_finished=True)
+        with shielded():
+            for trial in list(self._asked.values()):  # in flight, or asked ahead and not measured
+                trial.set_user_attr("kind", "surplus")
+                self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+        self._asked.clear()
+        self._pending.clear()
+        outcome.wall_seconds = time.monotonic() - started
         outcome.record, outcome.record_path = self.save()
         return outcome
 
@@ -255,10 +272,14 @@ class Search:
                     "state; rerun the command to resume in a fresh process")
         return ""
 
-    def _step(self, operands: Operands, outcome: Outcome) -> Measurement | None:
-        """Ask for one suggestion and answer it; the Measurement if it was measured."""
+    def _step(self, operands: Operands, outcome: Outcome, pool: CompilePool | None,
+              ahead: int) -> Measurement | None:
+        """Ask for one suggestion: answer it at once if it is invalid or measured already, else
+        hold it while `pool` compiles it. Then, once more than `ahead` are held, measure the
+        oldest; its Measurement, if it was measured."""
         with shielded():
-            trial = self._running = self.study.ask()
+            trial = self.study.ask()
+            self._asked[trial.number] = trial
             self.shared.sign(trial)
         params = suggest(trial, self.space.domains())
         config, key = Config(**params), config_key(params)
@@ -267,24 +288,46 @@ class Search:
             self._tell(trial, "invalid", 0.0, len(reasons), reasons=reasons)
             outcome.invalid += 1
             outcome.unmeasured_in_a_row += 1
+        elif not self._answered_from_history(trial, key, outcome):
+            self._pending.append((trial, config, key))
+            if pool:
+                pool.submit(key, params)
+        if len(self._pending) <= ahead:
             return None
+        trial, config, key = self._pending.popleft()
         if key not in self.history and not self._claim(trial, key, outcome):
             return None
-        if key in self.history:
-            earlier = self.history[key]
-            self._tell(trial, "duplicate", earlier.value, 0.0 if _passed(earlier) else 1.0, duplicate_of=earlier.number)
-            outcome.duplicates += 1
-            outcome.unmeasured_in_a_row += 1
+        if self._answered_from_history(trial, key, outcome):
             return None
-        measurement = measure(self.runtime, self.space, self.problem, config, operands, self.protocol,
-                              kernel_dir(self.root))
+        compiled = pool.result(key) if pool else None
+        if compiled and compiled.error:
+            measurement = Measurement("compile", compiled.error, clock=self.runtime.clock)
+        else:
+            measurement = measure(self.runtime, self.space, self.problem, config, operands, self.protocol,
+                                  kernel_dir(self.root))
+        now = time.monotonic()
+        outcome.intervals.append(now - self._last_evaluated)
+        outcome.measuring_seconds += measurement.phases.get("verify", 0.0) + measurement.phases.get("time", 0.0)
+        self._last_evaluated = now
+        seconds = {**({"compile_ahead": compiled.seconds} if compiled else {}), **measurement.phases}
         self._tell(trial, "measured", measurement.gflops if measurement.ok else 0.0, 0.0 if measurement.ok else 1.0,
-                   measurement=measurement.as_dict())
+                   measurement=measurement.as_dict(), seconds=seconds,
+                   **({"resources": compiled.resources} if compiled and compiled.resources else {}))
         outcome.measured += 1
         outcome.failed += not measurement.ok
         outcome.unmeasured_in_a_row = 0
         outcome.launch_failures_in_a_row = outcome.launch_failures_in_a_row + 1 if measurement.status == "launch" else 0
         return measurement
+
+    def _answered_from_history(self, trial, key: str, outcome: Outcome) -> bool:
+        """Answer `trial` from the study's earlier measurement of `key`, if there is one."""
+        earlier = self.history.get(key)
+        if earlier is None:
+            return False
+        self._tell(trial, "duplicate", earlier.value, 0.0 if _passed(earlier) else 1.0, duplicate_of=earlier.number)
+        outcome.duplicates += 1
+        outcome.unmeasured_in_a_row += 1
+        return True
 
     def _claim(self, trial, key: str, outcome: Outcome) -> bool:
         """Claim `key` for `trial` against the other workers (SharedStorage.claim). A configuration
@@ -295,7 +338,7 @@ class Search:
             with shielded():
                 trial.set_user_attr("kind", "surplus")
                 self.study.tell(trial, state=TrialState.FAIL)
-                self._running = None
+                self._asked.pop(trial.number, None)
             outcome.spent = True
             return False
         if claimed != CLAIMED:
@@ -309,7 +352,7 @@ class Search:
             except optuna.exceptions.UpdateFinishedTrialError:
                 return  # another worker took this one for dead (silent past the grace period) and queued it again
             finally:
-                self._running = None
+                self._asked.pop(trial.number, None)
         if kind == "measured":
             self.history[config_key(frozen.params)] = frozen
 

@@ -247,7 +247,7 @@ class SharedStorage:
 
     @contextlib.contextmanager
     def beating(self, running):
-        """A thread recording a heartbeat for `running()`, the trial in flight (or None), for the block."""
+        """A thread recording a heartbeat for each trial of `running()`, those in flight, for the block."""
         if not self.heartbeat:
             yield
             return
@@ -255,8 +255,7 @@ class SharedStorage:
 
         def pulse():
             while not stop.wait(self.heartbeat):
-                trial = running()
-                if trial is not None:
+                for trial in running():
                     with contextlib.suppress(Exception):  # a lost beat is retried next interval
                         self.beat(trial)
 

@@ -1,0 +1,122 @@
+"""Compiling ahead: worker processes compile the next variants (to PTX here, as there is no GPU)
+while the search measures; a crashed, hung or failing worker fails its variant alone, and a
+pooled search measures exactly its budget, each configuration once, losing no trial."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import optuna
+import pytest
+from processes import answers_ctrl_c
+
+from tuner import cache, compile_ahead
+from tuner.backends import CUDA
+from tuner.compile_ahead import CompilePool
+from tuner.config import Config
+from tuner.problem import Problem
+from tuner.runtime import open_runtime
+from tuner.search import Search
+
+SMALL = Config(block_m=32, block_n=32, thread_m=2, thread_n=2)
+
+
+def _pool(tmp_path, workers=1, timeout=compile_ahead.TIMEOUT_SECONDS) -> CompilePool:
+    return CompilePool("cuda", "float32", str(tmp_path / "kernels"), simulated=True, workers=workers, timeout=timeout)
+
+
+def _worker_pids(pool: CompilePool) -> list[int]:
+    return [worker.process.pid for worker in pool._busy]
+
+
+def test_a_worker_compiles_to_ptx_and_runs_ptxas(tmp_path):
+    with _pool(tmp_path) as pool:
+        pool.submit("small", SMALL.as_dict())
+        compiled = pool.result("small")
+    assert compiled.error == "" and compiled.seconds > 0
+    assert compiled.resources["registers"] > 0 and compiled.resources["spills"] is False
+
+
+def test_a_variant_that_fails_to_compile_fails_alone(tmp_path):
+    with _pool(tmp_path) as pool:
+        pool.submit("bad", {**SMALL.as_dict(), "block_m": 24})
+        pool.submit("good", SMALL.as_dict())
+        assert "InvalidConfig: block_m=24" in pool.result("bad").error
+        assert pool.result("good").error == ""
+
+
+@pytest.mark.parametrize("fault, reason", [(signal.SIGKILL, "the compile worker died (killed by SIGKILL, likely out "
+                                                            "of memory)"),
+                                           (signal.SIGSTOP, "compile timed out after 3 s")], ids=["crash", "hang"])
+def test_a_crashed_or_hung_worker_fails_its_variant_and_is_replaced(tmp_path, fault, reason):
+    with _pool(tmp_path, timeout=3) as pool:
+        pool.submit("victim", SMALL.as_dict())
+        [pid] = _worker_pids(pool)
+        os.kill(pid, fault)
+        assert pool.result("victim").error == reason
+        pool.submit("next", SMALL.as_dict())
+        assert pool.result("next").error == "" and _worker_pids(pool) == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the faulty worker is gone, not left stopped
+
+
+def test_the_default_pool_shares_the_hosts_cores_between_devices(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(compile_ahead, "_memory_bytes", lambda: 128 << 30)
+    assert compile_ahead.default_workers(1) == 15
+    assert compile_ahead.default_workers(4) == 3  # 4 measuring processes and 12 compiling ones: 16 cores
+    monkeypatch.setattr(compile_ahead, "_memory_bytes", lambda: 24 << 30)
+    assert compile_ahead.default_workers(1) == 4  # half the memory, 3 GiB each
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert compile_ahead.default_workers(4) == 1
+
+
+def test_a_pooled_search_measures_its_budget_each_configuration_once(tmp_path):
+    search = Search(open_runtime(CUDA, simulate=True), Problem(16, 16, 16), root=tmp_path, sampler="random")
+    outcome = search.run(trials=None, timeout=None, budget=5, compile_workers=2)
+    trials = search.study.trials
+    measured = [t for t in trials if t.user_attrs.get("kind") == "measured"]
+    assert outcome.spent and len(measured) == 5 and outcome.record["budget"]["measured"] == 5
+    assert len({json.dumps(t.params, sort_keys=True) for t in measured}) == 5
+    assert all(t.user_attrs["seconds"]["compile_ahead"] > 0 and "registers" in t.user_attrs["resources"]
+               for t in measured)
+    assert not [t for t in trials if t.state.name == "RUNNING"]  # asked ahead and unmeasured: failed, not lost
+    assert len(outcome.intervals) == 5 and 0 < outcome.measuring_seconds < outcome.wall_seconds
+
+
+def _compile_workers_of(root) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as file:
+                argv = file.read().split(b"\0")
+        except OSError:
+            continue
+        if b"tuner.compile_ahead" in argv and str(root / "kernels").encode() in argv:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_stops_a_pooled_search_and_its_workers(tmp_path):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16",
+         "--trials", "200", "--compile-workers", "2", "--cache-dir", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=answers_ctrl_c,
+        env={k: v for k, v in os.environ.items() if k != "TUNER_KERNEL_DIR"})
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (list(cache.record_paths(tmp_path)) and _compile_workers_of(tmp_path)):
+        time.sleep(0.1)
+    assert _compile_workers_of(tmp_path)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130 and "Traceback" not in err, err
+    assert _compile_workers_of(tmp_path) == []
+    [journal] = (tmp_path / "studies").glob("*.journal")
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
+    [name] = optuna.get_all_study_names(storage)
+    trials = optuna.load_study(study_name=name, storage=storage).trials
+    assert not [t for t in trials if t.state.name == "RUNNING"]
+    assert [t for t in trials if t.user_attrs.get("kind") == "measured"]
