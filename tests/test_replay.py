@@ -205,3 +205,16 @@ def test_tuner_replay_refuses_a_missing_file_in_one_line(tmp_path, capsys):
     assert main(["replay", str(tmp_path / "missing.json.gz")]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "cannot be read" in error and "Traceback" not in error
+
+
+@pytest.mark.parametrize("sampler", ["local", "tpe"])
+def test_a_replay_with_trials_pending_measures_each_configuration_once(space_file, sampler, monkeypatch):
+    space = recorded.load(space_file)
+    told = []
+    monkeypatch.setattr("tuner.replay.answer", lambda study, trial, kind, *rest: told.append(
+        (kind, json.dumps(trial.params, sort_keys=True))) or answer(study, trial, kind, *rest))
+    run = replay(space, 40, sampler, seed=2, pending=8)
+    measured = [key for kind, key in told if kind == "measured"]
+    assert len(run.best_seconds) == 40 == len(measured) == len(set(measured))
+    assert 0 < run.fraction(space.optimum) <= 1
+    assert replay(space, 40, sampler, seed=2, pending=0).best_seconds != run.best_seconds  # pending changes the search

@@ -257,7 +257,7 @@ def _replay(args) -> int:
     from .replay import NEAR, summarize
 
     space = load(args.file)
-    summary = summarize(space, args.trials, args.repeat, args.sampler, args.seed).as_dict()
+    summary = summarize(space, args.trials, args.repeat, args.sampler, args.seed, args.pending).as_dict()
     if args.json:
         print(json.dumps({"space": space.name, "configurations": len(space.results), "left_out": space.left_out,
                           "optimum_seconds": space.optimum, **summary}))
@@ -374,6 +374,8 @@ def add_parsers(subparsers) -> None:
     replay.add_argument("--repeat", type=_positive, default=20, help="independent searches (default 20)")
     replay.add_argument("--sampler", choices=SAMPLERS, default="local")
     replay.add_argument("--seed", type=int, default=0, help="seed of the first search; the others follow it")
+    replay.add_argument("--pending", type=_count, default=0, metavar="N",
+                        help="suggestions held running before each is told, as N compile workers hold them")
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(run=_replay)
 

@@ -1,6 +1,7 @@
 """Replaying searches on a recorded space: each evaluation is answered from the recording and
 charged the recorded cost, so that strategies can be compared offline on the same data."""
 import statistics
+from collections import deque
 from dataclasses import dataclass
 
 import optuna
@@ -30,16 +31,23 @@ class Run:
         return next((count for count, best in enumerate(self.best_seconds, 1) if best <= target_seconds), None)
 
 
-def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int = 0) -> Run:
+def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int = 0, pending: int = 0) -> Run:
     """Search `space` for `trials` evaluations, as `tuner search` would with `sampler`: invalid
     and repeated suggestions are answered without counting (as on the device, where they are
-    never measured); failed configurations count and score zero."""
+    never measured); failed configurations count and score zero. With `pending`, each new
+    suggestion waits, running, until that many later ones were asked, as with
+    `--compile-workers` (search.py), so the sampler suggests without knowing their outcomes."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     names = list(space.domains)
     study = optuna.create_study(direction="maximize", sampler=make_sampler(
         sampler, seed, space.domains, lambda values: values in space.results))
     history, best, run = {}, float("inf"), Run([], 0.0)
+    held = deque()  # (trial, key, result) asked ahead, not yet told
     unmeasured_in_a_row = 0
+
+    def duplicate(trial, key):
+        answer(study, trial, "duplicate", history[key], 0.0 if history[key] else 1.0)
+
     while len(run.best_seconds) < trials and unmeasured_in_a_row < MAX_UNMEASURED_IN_A_ROW:
         trial = study.ask()
         key = tuple(suggest(trial, space.domains)[name] for name in names)
@@ -48,7 +56,14 @@ def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int 
         if result is None:
             answer(study, trial, "invalid", 0.0, 1.0)
         elif key in history:
-            answer(study, trial, "duplicate", history[key], 0.0 if history[key] else 1.0)
+            duplicate(trial, key)
+        else:
+            held.append((trial, key, result))
+        if len(held) <= pending:
+            continue
+        trial, key, result = held.popleft()
+        if key in history:  # suggested again while the first was held
+            duplicate(trial, key)
         else:
             history[key] = 1.0 / result.seconds if result.seconds else 0.0
             answer(study, trial, "measured", history[key], 0.0 if result.seconds else 1.0)
@@ -84,7 +99,8 @@ class Summary:
         }
 
 
-def summarize(space: RecordedSpace, trials: int, repeats: int, sampler: str = "local", seed: int = 0) -> Summary:
+def summarize(space: RecordedSpace, trials: int, repeats: int, sampler: str = "local", seed: int = 0,
+              pending: int = 0) -> Summary:
     """`repeats` independent replays, seeded seed, seed + 1, ..."""
-    return Summary(sampler, trials, [replay(space, trials, sampler, seed + repeat) for repeat in range(repeats)],
-                   space.optimum)
+    return Summary(sampler, trials, [replay(space, trials, sampler, seed + repeat, pending)
+                                     for repeat in range(repeats)], space.optimum)
