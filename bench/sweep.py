@@ -7,9 +7,10 @@ that search strategies are compared against offline.
 
 The valid configurations are taken in one seeded random order, so the part measured within the
 budget is a uniform sample of the space, and a later run with --skip continues the same order.
-Worker processes compile ahead (`dispatcher.compile` stores the cubin in Numba's on-disk cache);
-the main process loads each kernel, verifies it once against the float64 reference, and times
-it with the search's protocol (device events, L2 flushed before each repetition).
+Worker processes compile ahead, as `tuner search --compile-workers` does (tuner/compile_ahead.py:
+the cubin goes into Numba's on-disk cache); the main process loads each kernel, verifies it once
+against the float64 reference, and times it through the search's own measure.measure (device
+events, L2 flushed before each repetition), with the sweep's shorter protocol.
 
 Writes OUTDIR/sweep-<backend>-<dtype>-<MxNxK>.jsonl: a header line (device and fingerprint,
 versions, command, space size, order seed, protocol), then one line per configuration with its
@@ -18,24 +19,21 @@ seconds, and registers, shared and local (spill) memory. Lines are flushed as th
 and the run stops before the budget, so a run cut short still leaves a readable file.
 """
 import argparse
-import concurrent.futures
-import concurrent.futures.process
 import itertools
 import json
-import multiprocessing
-import os
 import random
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from tuner.backends import get_backend
-from tuner.config import Config
 from tuner import DISTRIBUTION
+from tuner.backends import get_backend
+from tuner.compile_ahead import Compiled, CompilePool, default_workers
+from tuner.config import Config
 from tuner.devices import software
-from tuner.kernel import load
-from tuner.measure import TOLERANCE, Operands, Protocol, time_launch, verify
+from tuner.kernel import kernel_dir
+from tuner.measure import Operands, Protocol, measure
 from tuner.problem import Problem
 from tuner.runtime import open_runtime
 from tuner.space import Space
@@ -45,52 +43,21 @@ from tuner.space import Space
 PROTOCOL = Protocol(warmup_seconds=0.01, batch=5, max_reps=10, stable=0.01)
 
 
-def _compile(backend: str, dtype: str, config: dict) -> tuple[float, str]:
-    """In a worker: compile one configuration into Numba's disk cache; (seconds, error)."""
-    start = time.perf_counter()
-    try:
-        load(Space.of(get_backend(backend), dtype), Config(**config)).compile()
-    except Exception as error:  # the variant's failure, recorded
-        return time.perf_counter() - start, f"{type(error).__name__}: {str(error).strip()[:300]}"
-    return time.perf_counter() - start, ""
-
-
-def _resources(compiled) -> dict:
-    """Registers, shared and local (spill and stack) memory of a compiled kernel; None simulated."""
-    if compiled is None:
-        return {"registers": None, "shared_bytes": None, "local_bytes": None}
-    return {"registers": compiled.regs_per_thread, "shared_bytes": compiled.shared_mem_per_block,
-            "local_bytes": compiled.local_mem_per_thread}
-
-
-def _measure(runtime, space, problem, config, operands, compiled: tuple[float, str]) -> dict:
-    """Load (from the disk cache), verify and time one configuration."""
-    compile_seconds, error = compiled
-    row = {"config": config.as_dict(), "status": "ok", "reason": "", "compile_seconds": round(compile_seconds, 4)}
-    if error:
-        return {**row, "status": "compile", "reason": error}
-    start = time.perf_counter()
-    try:
-        kernel = load(space, config)
-        compiled = kernel.compile()
-    except Exception as failure:
-        return {**row, "status": "compile", "reason": f"{type(failure).__name__}: {failure}"[:300]}
-    row["load_seconds"] = round(time.perf_counter() - start, 4)
-    row.update(_resources(compiled))
-    precision = space.precision
-    try:
-        start = time.perf_counter()
-        relative_error, wrong = verify(runtime, kernel, operands, TOLERANCE[precision.accumulate])
-        row["verification_seconds"] = round(time.perf_counter() - start, 4)
-        row["relative_error"] = relative_error
-        if wrong:
-            return {**row, "status": "wrong", "reason": wrong}
-        C = runtime.module.device_array(operands.reference.shape, dtype=precision.output)
-        times = time_launch(runtime, kernel.bind(operands.A, operands.B, C), PROTOCOL)
-    except Exception as failure:
-        return {**row, "status": "launch", "reason": f"{type(failure).__name__}: {failure}"[:300]}
-    median = statistics.median(times)
-    return {**row, "times": times, "median_seconds": median, "gflops": problem.flops / median / 1e9}
+def _measure(runtime, space, problem, config, operands, compiled: Compiled) -> dict:
+    """Verify and time one configuration compiled ahead, through the search's own path
+    (measure.measure), as one line of the sweep."""
+    row = {"config": config.as_dict(), "status": "ok", "reason": "", "compile_seconds": round(compiled.seconds, 4)}
+    if compiled.error:
+        return {**row, "status": "compile", "reason": compiled.error}
+    run = measure(runtime, space, problem, config, operands, PROTOCOL)
+    measurement = run.measurement
+    row.update(status=measurement.status, reason=measurement.reason, load_seconds=round(run.phases["compile"], 4),
+               registers=None, shared_bytes=None, local_bytes=None, **run.resources)
+    if "verify" in run.phases:
+        row.update(verification_seconds=round(run.phases["verify"], 4), relative_error=measurement.relative_error)
+    if measurement.ok:
+        row.update(times=list(run.times), median_seconds=measurement.seconds, gflops=measurement.gflops)
+    return row
 
 
 def _done(paths: list[str]) -> set[str]:
@@ -175,8 +142,8 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--shape", nargs=3, type=int, default=[4096, 4096, 4096])
     parser.add_argument("--budget", type=float, default=480.0, help="seconds to measure for (default 480)")
-    parser.add_argument("--workers", type=int, default=max(1, min(15, len(os.sched_getaffinity(0)) - 1)),
-                        help="compiling processes, each with its own CUDA context (default: cores - 1, at most 15)")
+    parser.add_argument("--workers", type=int, default=default_workers(),
+                        help="compiling processes, each with its own CUDA context (default: as tuner search)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the order (keep it across runs)")
     parser.add_argument("--skip", nargs="*", default=[], help="earlier sweep files whose configurations to skip")
     parser.add_argument("--export", nargs="+", type=Path, metavar="SWEEP",
@@ -204,23 +171,17 @@ def main() -> None:
         "order_seed": args.seed, "protocol": PROTOCOL.__dict__, "workers": args.workers,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}
     measured, launch_failures, setup = 0, 0, time.monotonic() - started
-    context = multiprocessing.get_context("spawn")
-    with open(path, "a") as out, concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=context) as pool:
+    with open(path, "a") as out, CompilePool(args.backend, args.dtype, str(kernel_dir()), runtime.simulated,
+                                             args.workers) as pool:
         out.write(json.dumps(header) + "\n")
         ahead = 3 * args.workers
-        futures = {}
         for index, config in enumerate(todo):
             for later in todo[index:index + ahead]:
-                if later not in futures:
-                    futures[later] = pool.submit(_compile, args.backend, args.dtype, later.as_dict())
+                pool.submit(json.dumps(later.as_dict(), sort_keys=True), later.as_dict())
             elapsed = time.monotonic() - started
             if elapsed + 2 * (elapsed - setup) / max(measured, 1) > args.budget:  # room for two more
                 break
-            try:
-                compiled = futures.pop(config).result()
-            except concurrent.futures.process.BrokenProcessPool as error:
-                print(f"stopping: a compiling process died ({error})")
-                break
+            compiled = pool.result(json.dumps(config.as_dict(), sort_keys=True))
             row = _measure(runtime, space, problem, config, operands, compiled)
             out.write(json.dumps(row) + "\n")
             out.flush()
@@ -229,7 +190,6 @@ def main() -> None:
             if launch_failures >= 3:  # a faulted CUDA context fails every later launch too
                 print(f"stopping: 3 launches in a row failed, the last with {row['reason']}")
                 break
-        pool.shutdown(cancel_futures=True)
     print(f"measured {measured} of {len(todo)} configurations left ({len(order)} valid, {len(done)} measured "
           f"before) in {time.monotonic() - started:.0f} s: {path}")
 

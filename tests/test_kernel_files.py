@@ -110,9 +110,9 @@ def test_an_unsafe_kernel_directory_is_refused_in_one_line(kernels, tmp_path, mo
         directory.mkdir(mode=0o700)
         monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)
         match = "belongs to user"
-    with pytest.raises(UnsafeKernelDirectory, match=f"{match}.*set TUNER_KERNEL_DIR to a directory of your own") as error:
+    with pytest.raises(UnsafeKernelDirectory, match=f"{match}.*set TUNER_KERNEL_DIR to a directory of your own") as e:
         tuner.get_kernel(8, 8, 8)
-    assert "\n" not in str(error.value)
+    assert "\n" not in str(e.value)
     assert not path.exists()
 
 

@@ -201,8 +201,8 @@ def test_array_interface_exporters_are_used_in_place():
 @pytest.mark.skipif(os.path.exists("/proc/driver/nvidia/version"), reason="an NVIDIA driver is present")
 def test_without_a_gpu_the_error_names_the_simulator():
     environment = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    done = subprocess.run([sys.executable, "-c", "import numpy, tuner; tuner.matmul(numpy.ones((2, 2)), numpy.ones((2, 2)))"],
-                          env=environment, capture_output=True, text=True, timeout=300)
+    script = "import numpy, tuner; tuner.matmul(numpy.ones((2, 2)), numpy.ones((2, 2)))"
+    done = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1].startswith("tuner.runtime.NoGPU: no GPU here (")
     assert "tuner.matmul needs one, or, to try it on Numba's CUDA simulator" in done.stderr

@@ -68,7 +68,8 @@ def _add_kernel_arguments(parser: argparse.ArgumentParser, backends=tuple(BACKEN
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tuner", description="Code-generation autotuner for tiled matmul in Numba.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {metadata.version(DISTRIBUTION)} ({DISTRIBUTION})")
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {metadata.version(DISTRIBUTION)} ({DISTRIBUTION})")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     render = subparsers.add_parser("render", help="print the generated source of one configuration")

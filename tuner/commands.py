@@ -71,7 +71,9 @@ def _search(args) -> int:
         bar.update(search.shared.measured_count(search.study) - bar.n)  # every worker's measurements
         bar.set_postfix_str(f"best {best:.3g} GFLOP/s{unit}" if best else "none passed yet")
 
-    workers = args.compile_workers if args.compile_workers is not None else 0 if runtime.simulated else default_workers()
+    workers = args.compile_workers
+    if workers is None:
+        workers = 0 if runtime.simulated else default_workers()
     with bar:
         outcome = search.run(None, args.timeout, progress, budget=args.trials, compile_workers=workers)
     measured = search.shared.measured_count(search.study)

@@ -67,15 +67,32 @@ class Measurement:
     gflops: float | None = None
     fraction_of_peak: float | None = None
     clock: str = ""
-    phases: dict = field(default_factory=dict, compare=False)  # wall seconds: compile, verify, time
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
     def as_dict(self) -> dict:
-        """The measurement as a record holds it; the phases are the search's own bookkeeping."""
-        return {name: value for name, value in asdict(self).items() if name != "phases"}
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One variant measured, with what the search and the sweep keep beside the Measurement:
+    every repetition's seconds, each phase's wall seconds (compile, verify, time) and the compiled
+    kernel's registers, shared and local memory (empty on the simulator)."""
+
+    measurement: Measurement
+    times: tuple = ()
+    phases: dict = field(default_factory=dict)
+    resources: dict = field(default_factory=dict)
+
+
+def _resources(compiled) -> dict:
+    if compiled is None:
+        return {}
+    return {"registers": compiled.regs_per_thread, "shared_bytes": compiled.shared_mem_per_block,
+            "local_bytes": compiled.local_mem_per_thread}
 
 
 def _first_line(error: BaseException) -> str:
@@ -113,7 +130,7 @@ def time_launch(runtime: Runtime, launch, protocol: Protocol) -> list[float]:
 
 
 def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, operands: Operands,
-            protocol: Protocol, kernels: Path | None = None) -> Measurement:
+            protocol: Protocol, kernels: Path | None = None) -> Run:
     """Compile (or load from Numba's disk cache), verify and time one statically valid
     configuration (its file in `kernels`, by default kernel.kernel_dir()), with the wall seconds
     of each phase."""
@@ -125,29 +142,29 @@ def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, op
 
     try:
         kernel = load(space, config, kernels)
-        kernel.compile()
+        resources = _resources(kernel.compile())
     except OSError:
         raise  # the kernel directory or the disk, not the variant
     except Exception as error:  # any other failure to build is this variant's, not the search's
         phase("compile")
-        return Measurement("compile", _first_line(error), clock=runtime.clock, phases=phases)
+        return Run(Measurement("compile", _first_line(error), clock=runtime.clock), phases=phases)
     phase("compile")
     try:
         error, wrong = verify(runtime, kernel, operands, TOLERANCE[space.precision.accumulate])
         phase("verify")
         if wrong:
-            return Measurement("wrong", wrong, relative_error=error, clock=runtime.clock, phases=phases)
+            return Run(Measurement("wrong", wrong, relative_error=error, clock=runtime.clock), (), phases, resources)
         C = runtime.module.device_array(operands.reference.shape, dtype=space.precision.output)
         times = time_launch(runtime, kernel.bind(operands.A, operands.B, C), protocol)
         phase("time")
     except Exception as error:  # a launch that fails marks the variant, and the search goes on
-        return Measurement("launch", _first_line(error), clock=runtime.clock, phases=phases)
+        return Run(Measurement("launch", _first_line(error), clock=runtime.clock), (), phases, resources)
     seconds = statistics.median(times)
     deciles = statistics.quantiles(times, n=10) if len(times) > 1 else [seconds] * 9
     gflops = problem.flops / seconds / 1e9
     peak = None if runtime.simulated else runtime.device.peak(space.precision.accumulate)
-    return Measurement(
+    return Run(Measurement(
         "ok", relative_error=error, seconds=seconds, spread=(deciles[-1] - deciles[0]) / seconds,
         reps=len(times), gflops=gflops, fraction_of_peak=gflops / peak if peak else None,
-        clock=runtime.clock, phases=phases,
-    )
+        clock=runtime.clock,
+    ), tuple(times), phases, resources)

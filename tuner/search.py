@@ -25,7 +25,7 @@ from . import cache, record
 from .compile_ahead import CompilePool
 from .config import Config
 from .kernel import kernel_dir
-from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measurement, Operands, measure
+from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measurement, Operands, Run, measure
 from .problem import Problem
 from .runtime import Runtime
 from .sampler import make_sampler
@@ -301,18 +301,18 @@ class Search:
             return None
         compiled = pool.result(key) if pool else None
         if compiled and compiled.error:
-            measurement = Measurement("compile", compiled.error, clock=self.runtime.clock)
+            run = Run(Measurement("compile", compiled.error, clock=self.runtime.clock))
         else:
-            measurement = measure(self.runtime, self.space, self.problem, config, operands, self.protocol,
-                                  kernel_dir(self.root))
-        now = time.monotonic()
+            run = measure(self.runtime, self.space, self.problem, config, operands, self.protocol,
+                          kernel_dir(self.root))
+        measurement, now = run.measurement, time.monotonic()
         outcome.intervals.append(now - self._last_evaluated)
-        outcome.measuring_seconds += measurement.phases.get("verify", 0.0) + measurement.phases.get("time", 0.0)
+        outcome.measuring_seconds += run.phases.get("verify", 0.0) + run.phases.get("time", 0.0)
         self._last_evaluated = now
-        seconds = {**({"compile_ahead": compiled.seconds} if compiled else {}), **measurement.phases}
+        seconds = {**({"compile_ahead": compiled.seconds} if compiled else {}), **run.phases}
+        resources = run.resources or (compiled.resources if compiled else None)
         self._tell(trial, "measured", measurement.gflops if measurement.ok else 0.0, 0.0 if measurement.ok else 1.0,
-                   measurement=measurement.as_dict(), seconds=seconds,
-                   **({"resources": compiled.resources} if compiled and compiled.resources else {}))
+                   measurement=measurement.as_dict(), seconds=seconds, **{"resources": resources} if resources else {})
         outcome.measured += 1
         outcome.failed += not measurement.ok
         outcome.unmeasured_in_a_row = 0
