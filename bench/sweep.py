@@ -29,7 +29,7 @@ from pathlib import Path
 
 from tuner import DISTRIBUTION
 from tuner.backends import get_backend
-from tuner.compile_ahead import Compiled, CompilePool, default_workers
+from tuner.compile_ahead import CompileAheadFailed, Compiled, CompilePool, default_workers
 from tuner.config import Config
 from tuner.devices import software
 from tuner.kernel import kernel_dir
@@ -47,12 +47,15 @@ def _measure(runtime, space, problem, config, operands, compiled: Compiled) -> d
     """Verify and time one configuration compiled ahead, through the search's own path
     (measure.measure), as one line of the sweep."""
     row = {"config": config.as_dict(), "status": "ok", "reason": "", "compile_seconds": round(compiled.seconds, 4)}
+    if compiled.fatal:
+        raise CompileAheadFailed(compiled.fatal)
     if compiled.error:
         return {**row, "status": "compile", "reason": compiled.error}
     run = measure(runtime, space, problem, config, operands, PROTOCOL)
     measurement = run.measurement
-    row.update(status=measurement.status, reason=measurement.reason, load_seconds=round(run.phases["compile"], 4),
-               registers=None, shared_bytes=None, local_bytes=None, **run.resources)
+    row.update({"status": measurement.status, "reason": measurement.reason,
+                "load_seconds": round(run.phases["compile"], 4), "registers": None, "shared_bytes": None,
+                "local_bytes": None} | run.resources)
     if "verify" in run.phases:
         row.update(verification_seconds=round(run.phases["verify"], 4), relative_error=measurement.relative_error)
     if measurement.ok:

@@ -115,9 +115,56 @@ def test_ctrl_c_stops_a_pooled_search_and_its_workers(tmp_path):
     out, err = process.communicate(timeout=120)
     assert process.returncode == 130 and "Traceback" not in err, err
     assert _compile_workers_of(tmp_path) == []
-    [journal] = (tmp_path / "studies").glob("*.journal")
-    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
-    [name] = optuna.get_all_study_names(storage)
-    trials = optuna.load_study(study_name=name, storage=storage).trials
+    trials = _study_trials(tmp_path)
     assert not [t for t in trials if t.state.name == "RUNNING"]
     assert [t for t in trials if t.user_attrs.get("kind") == "measured"]
+
+
+def _study_trials(root) -> list:
+    [journal] = (root / "studies").glob("*.journal")
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
+    [name] = optuna.get_all_study_names(storage)
+    return optuna.load_study(study_name=name, storage=storage).trials
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_pooled_search_survives_a_killed_compile_worker(tmp_path):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16",
+         "--trials", "6", "--compile-workers", "2", "--sampler", "random", "--cache-dir", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={k: v for k, v in os.environ.items() if k != "TUNER_KERNEL_DIR"})
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list(cache.record_paths(tmp_path)):
+        time.sleep(0.05)
+    os.kill(_compile_workers_of(tmp_path)[0], signal.SIGKILL)
+    out, err = process.communicate(timeout=600)
+    assert process.returncode == 0, err
+    trials = _study_trials(tmp_path)
+    measured = [t for t in trials if t.user_attrs.get("kind") == "measured"]
+    assert len(measured) == 6 == len({json.dumps(t.params, sort_keys=True) for t in measured})
+    assert not [t for t in trials if t.state.name == "RUNNING"]
+    reasons = [t.user_attrs["measurement"]["reason"] for t in measured if t.user_attrs["measurement"]["status"] != "ok"]
+    assert all(reason.startswith("the compile worker died") for reason in reasons)
+
+
+def test_a_failure_that_is_not_the_variants_stops_the_search(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with CompilePool("cuda", "float32", str(blocker / "kernels"), simulated=True, workers=1) as pool:
+        pool.submit("any", SMALL.as_dict())
+        compiled = pool.result("any")
+    assert compiled.fatal.startswith(f"cannot create the kernel directory {blocker / 'kernels'}") and not compiled.error
+    with pytest.raises(KeyError, match="never submitted"):
+        pool.result("other")
+
+
+def test_a_pooled_search_refuses_an_unsafe_kernel_directory_before_measuring(tmp_path, monkeypatch):
+    unsafe = tmp_path / "kernels"
+    unsafe.mkdir()
+    unsafe.chmod(0o777)
+    monkeypatch.setenv("TUNER_KERNEL_DIR", str(unsafe))
+    search = Search(open_runtime(CUDA, simulate=True), Problem(16, 16, 16), root=tmp_path)
+    with pytest.raises(OSError, match="can be written by other users"):
+        search.run(trials=None, timeout=None, budget=2, compile_workers=1)
+    assert not [t for t in search.study.trials if t.state.name == "RUNNING"]

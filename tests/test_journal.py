@@ -1,6 +1,7 @@
 """A study's journal survives a torn write, and a --storage that is no journal is refused in one
 line, unchanged; a storage URL's password never shows."""
 import json
+import warnings
 
 import pytest
 
@@ -76,3 +77,26 @@ def test_a_storage_password_never_shows(tmp_path, capsys):
     error = capsys.readouterr().err
     assert "cannot be opened" in error and "postgresql://tuner:***@127.0.0.1:1/tuner" in error
     assert "s3cret" not in error
+
+
+def test_a_whole_last_entry_that_lost_its_newline_is_kept_and_ended(tmp_path):
+    storage = tmp_path / "study.journal"
+    assert _search(tmp_path, storage).run(trials=1, timeout=None).measured == 1
+    storage.write_bytes(storage.read_bytes().rstrip(b"\n"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", journal.JournalRepairedWarning)  # nothing was torn: nothing to say
+        assert _search(tmp_path, storage).run(trials=1, timeout=None).measured == 1
+    assert _search(tmp_path, storage).run(trials=1, timeout=None).measured == 1
+    assert _measured(storage, tmp_path) == 3 and not list(tmp_path.glob("study.journal.torn-*"))
+
+
+def test_a_symlinked_journal_is_repaired_where_it_lives_with_its_mode(tmp_path):
+    real, link = tmp_path / "real.journal", tmp_path / "link.journal"
+    assert _search(tmp_path, real).run(trials=1, timeout=None).measured == 1
+    real.chmod(0o644)
+    link.symlink_to(real)
+    real.write_bytes(real.read_bytes() + b'{"op_code":5,"wor')
+    with pytest.warns(journal.JournalRepairedWarning):
+        assert _search(tmp_path, link).run(trials=1, timeout=None).measured == 1
+    assert link.is_symlink() and real.stat().st_mode & 0o777 == 0o644
+    assert _measured(real, tmp_path) == 2

@@ -139,7 +139,7 @@ def test_a_full_disk_names_the_file_and_leaves_no_temporary_file(kernels, monkey
 
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(UnsafeKernelDirectory, match=f"cannot write the kernel file {path} .No space left on device.; "
-                                                     "free some disk space"):
+                                                     "check the disk space"):
         write_source(source, directory)
     assert [entry.name for entry in directory.iterdir()] == ["__pycache__"]
 
@@ -178,3 +178,14 @@ def test_a_numba_cache_directory_others_can_write_is_refused(kernels, monkeypatc
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(shared))
     with pytest.raises(UnsafeKernelDirectory, match="can be written by other users.*unset NUMBA_CACHE_DIR"):
         write_source(source, directory)
+
+
+def test_a_kernel_directory_inside_a_folder_others_can_write_is_refused(kernels, tmp_path, monkeypatch):
+    directory, path, source = kernels
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # not sticky: anyone may rename what is inside
+    with pytest.raises(UnsafeKernelDirectory, match=f"lies in {shared}, which other users can write .mode 777."):
+        write_source(source, shared / "kernels")
+    shared.chmod(0o1777)  # sticky, as /tmp is: only the owner may rename or remove
+    assert write_source(source, shared / "kernels").read_text() == source

@@ -176,6 +176,8 @@ BAD = {
                        r"A is a masked array, whose mask tuner.matmul would ignore; pass A.filled\(0\)"),
     "an alpha float32 cannot hold": ((F32, F32.T), {"alpha": 1e300}, ValueError,
                                      r"alpha=1e\+300 overflows float32, the precision this product is computed in"),
+    "a beta no float can hold": ((F32, F32.T), {"out": np.zeros((4, 4), np.float32), "beta": 10 ** 400}, ValueError,
+                                 r"beta=10000000000000000000\.\.\. overflows float32"),
     "too large for the simulator": ((np.ones((256, 256), np.float32), np.ones((256, 256), np.float32)), {}, ValueError,
                                     "256x256x256 is too large for the simulator.*; run it on a GPU, or with smaller"),
 }

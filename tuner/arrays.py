@@ -123,10 +123,10 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta) -> Call:
                         f"use one of {', '.join(runtime.backend.dtypes)}")
     accumulate = np.dtype(PRECISIONS[dtype].accumulate).type
     for name, scalar in (("alpha", alpha), ("beta", beta)):
-        with np.errstate(over="ignore"):
-            if np.isfinite(scalar) and not np.isfinite(accumulate(scalar)):
-                raise ValueError(f"{name}={scalar} overflows {accumulate.__name__}, the precision this product is "
-                                 f"computed in; scale A or B instead, or use float64 matrices")
+        if not _representable(scalar, accumulate):
+            shown = repr(scalar) if len(repr(scalar)) <= 24 else repr(scalar)[:20] + "..."
+            raise ValueError(f"{name}={shown} overflows {accumulate.__name__}, the precision this product is "
+                             f"computed in; scale A or B instead, or use float64 matrices")
     output = np.dtype(PRECISIONS[dtype].output)
     C = None if out is None else _check_out(runtime, out, (m, n), output)
     if out is None and beta != 0:
@@ -148,6 +148,17 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta) -> Call:
         C = runtime.module.device_array((m, n), dtype=output)
     stream = next((array.stream for array in (C, A, B) if getattr(array, "stream", 0)), 0)
     return Call(A, B, C, (m, n, k), dtype, out, model, stream)
+
+
+def _representable(scalar, accumulate) -> bool:
+    """Whether a real `scalar` stays what it is in the `accumulate` type: NaN and infinities do,
+    finite values must not overflow to infinity."""
+    try:
+        value = float(scalar)
+    except OverflowError:  # an integer beyond every float
+        return False
+    with np.errstate(over="ignore"):
+        return not np.isfinite(value) or bool(np.isfinite(accumulate(value)))
 
 
 def _check_out(runtime: Runtime, out, shape: tuple[int, int], dtype: np.dtype):

@@ -109,8 +109,13 @@ def explain(error: Exception) -> str:
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
-    """A warning as the line it says (tuner's warnings start with "tuner: "), not as a source location."""
-    return f"{message}\n"
+    """tuner's warnings (which start with "tuner: ") as the line they say; others as Python shows them."""
+    if str(message).startswith("tuner: "):
+        return f"{message}\n"
+    return _python_warning(message, category, filename, lineno, line)
+
+
+_python_warning = warnings.formatwarning
 
 
 def main(argv=None) -> int:

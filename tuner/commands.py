@@ -97,7 +97,8 @@ def _search(args) -> int:
         print(f"cache record: {outcome.record_path}")
     print(f"figures: tuner report --study {search.study.study_name}"
           + (f" --cache-dir {args.cache_dir}" if args.cache_dir else "")
-          + (f" --storage {redacted(args.storage)}" if args.storage else ""))
+          + (f" --storage {redacted(args.storage)}" if args.storage and args.storage != os.environ.get("TUNER_STORAGE")
+             else ""))
     if outcome.interrupted:
         print(f"tuner search: {'terminated (SIGTERM)' if outcome.terminated else 'interrupted'}; completed trials "
               "are kept, run the same command to resume", file=sys.stderr)

@@ -8,6 +8,7 @@ and runs ptxas, so that the pool does the real work it would do on a GPU host, a
 resource report comes back with it. A worker that crashes, runs out of memory or hangs past the
 timeout fails that variant alone, with the reason, and is replaced.
 """
+import contextlib
 import json
 import os
 import selectors
@@ -39,11 +40,18 @@ def _memory_bytes() -> int:
 @dataclass
 class Compiled:
     """What a worker made of one configuration: the seconds it took, and the error if it failed;
-    the static resource report where one was made."""
+    the static resource report where one was made. `fatal` is a failure that is not the
+    variant's (the kernel directory, the disk, a worker that cannot open a GPU context): the
+    search stops on it, as it does when compiling in its own process."""
 
     seconds: float
     error: str = ""
     resources: dict | None = None
+    fatal: str = ""
+
+
+class CompileAheadFailed(OSError):
+    """Compiling ahead cannot go on; the message says why and what to do."""
 
 
 @dataclass
@@ -81,10 +89,12 @@ class CompilePool:
         self._dispatch()
 
     def result(self, key: str) -> Compiled:
-        """The outcome for `key`, waiting for it (a submitted key always gets one)."""
+        """The outcome for the submitted `key`, waiting for it; asked again, the same outcome."""
         while key not in self._done:
+            if key not in (job for job, _ in self._waiting) and key not in (w.job for w in self._busy):
+                raise KeyError(f"{key} was never submitted")
             self._collect(wait=True)
-        return self._done.pop(key)
+        return self._done[key]
 
     def pending(self) -> int:
         """Configurations submitted and not yet compiled."""
@@ -149,8 +159,12 @@ class CompilePool:
                 status = worker.process.wait()
                 self._fail(worker, f"the compile worker died ({_exit(status)})")
                 continue
-            answer = json.loads(line)
-            self._done[worker.job] = Compiled(answer["seconds"], answer["error"], answer["resources"])
+            try:
+                answer = Compiled(**json.loads(line))
+            except (ValueError, TypeError):
+                self._fail(worker, f"the compile worker answered {line[:80]!r}, not a result")
+                continue
+            self._done[worker.job] = answer
             self._busy.remove(worker)
             worker.job = None
             self._idle.append(worker)
@@ -174,7 +188,8 @@ def _stop(process: subprocess.Popen) -> None:
         process.kill()
     process.wait()
     for stream in (process.stdin, process.stdout):
-        stream.close()
+        with contextlib.suppress(OSError):  # a line still buffered for a dead worker: a broken pipe
+            stream.close()
 
 
 def _compile(backend: str, dtype: str, kernels: str, mode: str, config: dict) -> dict:
@@ -195,14 +210,30 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, config: dict) ->
             load(space, config, Path(kernels)).compile()
         else:
             try:
-                resources = report(space, config).as_dict()
+                resources = report(space, config, directory=Path(kernels)).as_dict()
             except ReportUnavailable:  # no ptxas here: PTX alone
-                compile_ptx(space, config)
+                compile_ptx(space, config, directory=Path(kernels))
+    except OSError as error:  # the kernel directory or the disk, not the variant
+        return {"seconds": time.perf_counter() - start, "fatal": str(error)}
     except Exception as error:  # the variant's failure, reported with its reason
         text = str(error).strip().splitlines()
-        return {"seconds": time.perf_counter() - start, "resources": None,
-                "error": f"{type(error).__name__}: {text[0] if text else ''}"[:300]}
-    return {"seconds": time.perf_counter() - start, "error": "", "resources": resources}
+        reason = f"{type(error).__name__}: {text[0] if text else ''}"[:300]
+        return {"seconds": time.perf_counter() - start, "error": reason}
+    return {"seconds": time.perf_counter() - start, "resources": resources}
+
+
+def _context_problem(backend: str) -> str:
+    """Why this worker cannot compile for the GPU (it needs a context of its own), or ""."""
+    import importlib
+
+    from .backends import get_backend
+
+    try:
+        importlib.import_module(f"numba.{get_backend(backend).module}").current_context()
+    except Exception as error:  # the driver's refusal, such as a GPU in exclusive-process mode
+        return (f"a compile worker cannot open a {backend} context ({type(error).__name__}: {error}); the GPU may "
+                "allow one process only: rerun with --compile-workers 0")
+    return ""
 
 
 def main() -> None:
@@ -211,8 +242,11 @@ def main() -> None:
     os.nice(NICENESS)
     follow_parent()
     backend, dtype, kernels, mode = sys.argv[1:5]
+    unavailable = _context_problem(backend) if mode == "cache" else ""
     for line in sys.stdin:
-        print(json.dumps(_compile(backend, dtype, kernels, mode, json.loads(line))), flush=True)
+        answer = {"seconds": 0.0, "fatal": unavailable} if unavailable else _compile(
+            backend, dtype, kernels, mode, json.loads(line))
+        print(json.dumps(answer), flush=True)
 
 
 if __name__ == "__main__":

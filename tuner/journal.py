@@ -7,8 +7,10 @@ Opening a journal here moves the torn bytes aside to a file of their own, keeps 
 (an entry appended onto a torn line included), and says so in one line. Only bytes that are the
 start of an Optuna entry are ever moved: a file that is not a journal is refused, never rewritten.
 """
+import contextlib
 import json
 import os
+import stat
 import tempfile
 import warnings
 from datetime import datetime, timezone
@@ -62,7 +64,9 @@ def check(path: Path, label: str) -> None:
 
 
 def repair(path: Path, label: str) -> None:
-    """Move torn bytes out of the journal at `path`; the caller holds the journal's append lock."""
+    """Make the journal at `path` whole again, torn bytes moved aside and every whole entry ending
+    its own line (one whose newline was lost included); the caller holds the journal's append lock."""
+    path = path.resolve()  # a symbolic link's target is the journal every worker appends to
     for stale in path.parent.glob(f"{path.name}.*.tmp"):
         stale.unlink(missing_ok=True)  # under the append lock, left only by a repair killed mid-write
     if not path.exists():
@@ -70,11 +74,10 @@ def repair(path: Path, label: str) -> None:
     content = path.read_bytes()
     kept, torn = [], []
     for line in content.splitlines(keepends=True):
-        whole = line.endswith(b"\n")
-        if whole and _entry(line.rstrip(b"\r\n")):
+        if line.endswith(b"\n") and _entry(line.rstrip(b"\r\n")):
             kept.append(line)
             continue
-        for fragment in _split(line.rstrip(b"\r\n")):
+        for fragment in filter(None, _split(line.rstrip(b"\r\n"))):  # a blank line goes
             if _entry(fragment):
                 kept.append(fragment + b"\n")
             elif _torn(fragment):
@@ -82,17 +85,28 @@ def repair(path: Path, label: str) -> None:
             else:
                 raise JournalError(f"{label} holds a line that is no Optuna journal entry "
                                    f"({fragment[:60]!r}...); restore the journal, or give a new file name")
-    if not torn:
+    repaired = b"".join(kept)
+    if repaired == content:
         return
-    moment = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    aside = path.with_name(f"{path.name}.torn-{moment}")
-    aside.write_bytes(b"\n".join(torn) + b"\n")
+    if torn:
+        aside = path.with_name(f"{path.name}.torn-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%fZ')}")
+        aside.write_bytes(b"\n".join(torn) + b"\n")
+    _replace(path, repaired)
+    if torn:
+        warnings.warn(f"tuner: the study journal {label} had {sum(map(len, torn))} torn bytes (a write cut short by "
+                      f"a crash or a full disk); they were moved to {aside}, and the study goes on",
+                      JournalRepairedWarning, stacklevel=3)
+
+
+def _replace(path: Path, content: bytes) -> None:
+    """Replace the file at `path` with `content` in one rename, keeping its mode and owner."""
+    info = path.stat()
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
     with os.fdopen(descriptor, "wb") as file:
-        file.write(b"".join(kept))
+        file.write(content)
         file.flush()
         os.fsync(file.fileno())
+    os.chmod(temporary, stat.S_IMODE(info.st_mode))
+    with contextlib.suppress(PermissionError):
+        os.chown(temporary, info.st_uid, info.st_gid)
     os.replace(temporary, path)
-    warnings.warn(f"tuner: the study journal {label} had {sum(map(len, torn))} torn bytes (a write cut short by a "
-                  f"crash or a full disk); they were moved to {aside}, and the study goes on",
-                  JournalRepairedWarning, stacklevel=3)

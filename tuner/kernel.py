@@ -65,11 +65,24 @@ def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR) -> Path:
     problem = ("is a symbolic link" if stat.S_ISLNK(info.st_mode) else
                "is not a directory" if not stat.S_ISDIR(info.st_mode) else
                f"belongs to user {info.st_uid}, not to you ({os.geteuid()})" if info.st_uid != os.geteuid() else
-               f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})" if info.st_mode & 0o022 else "")
+               f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})" if info.st_mode & 0o022 else
+               _unsafe_ancestor(directory))
     if problem:
         raise UnsafeKernelDirectory(f"the kernel directory {directory} {problem}; tuner runs generated code only "
                                     f"from a directory that no one else can write: {remedy}")
     return directory
+
+
+def _unsafe_ancestor(directory: Path) -> str:
+    """Why another user could swap `directory` for one of their own, through a folder above it
+    that they own or can write (a sticky one, such as /tmp, excepted), or ""."""
+    for ancestor in directory.resolve().parents:
+        info = os.stat(ancestor)
+        if info.st_uid not in (0, os.geteuid()):
+            return f"lies in {ancestor}, which belongs to user {info.st_uid}"
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            return f"lies in {ancestor}, which other users can write (mode {stat.S_IMODE(info.st_mode):o})"
+    return ""
 
 
 def _numba_cache_dir(directory: Path) -> Path:
@@ -109,8 +122,9 @@ def _write_atomically(path: Path, content: bytes) -> None:
     except OSError as error:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
-        raise UnsafeKernelDirectory(f"cannot write the kernel file {path} ({error.strerror or error}); free some "
-                                    "disk space, or set TUNER_KERNEL_DIR to another directory") from None
+        raise UnsafeKernelDirectory(f"cannot write the kernel file {path} ({error.strerror or error}); check the "
+                                    "disk space and what is at that path, or set TUNER_KERNEL_DIR to another "
+                                    "directory") from None
 
 
 def write_source(source: str, directory: Path | None = None) -> Path:
@@ -125,7 +139,7 @@ def write_source(source: str, directory: Path | None = None) -> Path:
     if not difference:
         return path
     if difference != "missing":
-        for stale in compiled.rglob(f"{path.stem}.*"):
+        for stale in compiled.rglob(f"{path.stem}.*.nb[ic]"):  # Numba's index and compiled kernels
             stale.unlink(missing_ok=True)
         if path not in _replaced:
             _replaced.add(path)

@@ -77,7 +77,7 @@ class Measurement:
 
 
 @dataclass(frozen=True)
-class Run:
+class Measured:
     """One variant measured, with what the search and the sweep keep beside the Measurement:
     every repetition's seconds, each phase's wall seconds (compile, verify, time) and the compiled
     kernel's registers, shared and local memory (empty on the simulator)."""
@@ -130,7 +130,7 @@ def time_launch(runtime: Runtime, launch, protocol: Protocol) -> list[float]:
 
 
 def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, operands: Operands,
-            protocol: Protocol, kernels: Path | None = None) -> Run:
+            protocol: Protocol, kernels: Path | None = None) -> Measured:
     """Compile (or load from Numba's disk cache), verify and time one statically valid
     configuration (its file in `kernels`, by default kernel.kernel_dir()), with the wall seconds
     of each phase."""
@@ -147,23 +147,24 @@ def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, op
         raise  # the kernel directory or the disk, not the variant
     except Exception as error:  # any other failure to build is this variant's, not the search's
         phase("compile")
-        return Run(Measurement("compile", _first_line(error), clock=runtime.clock), phases=phases)
+        return Measured(Measurement("compile", _first_line(error), clock=runtime.clock), phases=phases)
     phase("compile")
     try:
         error, wrong = verify(runtime, kernel, operands, TOLERANCE[space.precision.accumulate])
         phase("verify")
         if wrong:
-            return Run(Measurement("wrong", wrong, relative_error=error, clock=runtime.clock), (), phases, resources)
+            failed = Measurement("wrong", wrong, relative_error=error, clock=runtime.clock)
+            return Measured(failed, (), phases, resources)
         C = runtime.module.device_array(operands.reference.shape, dtype=space.precision.output)
         times = time_launch(runtime, kernel.bind(operands.A, operands.B, C), protocol)
         phase("time")
     except Exception as error:  # a launch that fails marks the variant, and the search goes on
-        return Run(Measurement("launch", _first_line(error), clock=runtime.clock), (), phases, resources)
+        return Measured(Measurement("launch", _first_line(error), clock=runtime.clock), (), phases, resources)
     seconds = statistics.median(times)
     deciles = statistics.quantiles(times, n=10) if len(times) > 1 else [seconds] * 9
     gflops = problem.flops / seconds / 1e9
     peak = None if runtime.simulated else runtime.device.peak(space.precision.accumulate)
-    return Run(Measurement(
+    return Measured(Measurement(
         "ok", relative_error=error, seconds=seconds, spread=(deciles[-1] - deciles[0]) / seconds,
         reps=len(times), gflops=gflops, fraction_of_peak=gflops / peak if peak else None,
         clock=runtime.clock,

@@ -62,8 +62,10 @@ def ptxas_path() -> str:
     return found
 
 
-def compile_ptx(space: Space, config: Config, arch: tuple[int, int] = ARCH) -> tuple[str, float]:
-    """The PTX of `config`'s kernel for `arch`, and the seconds compile_ptx took."""
+def compile_ptx(space: Space, config: Config, arch: tuple[int, int] = ARCH,
+                directory: Path | None = None) -> tuple[str, float]:
+    """The PTX of `config`'s kernel for `arch` (its file in the kernel `directory`, by default
+    kernel_dir()), and the seconds compile_ptx took."""
     if space.backend.name != "cuda":
         raise ReportUnavailable(f"the PTX resource report is for the cuda backend, not {space.backend.name}")
     if simulating():
@@ -71,7 +73,7 @@ def compile_ptx(space: Space, config: Config, arch: tuple[int, int] = ARCH) -> t
     from numba import cuda
     from numba import types
 
-    module = import_source(render(space, config), space.backend.module)
+    module = import_source(render(space, config), space.backend.module, directory)
     precision = space.precision
     matrix = getattr(types, precision.input)[:, ::1]
     signature = (matrix, matrix, getattr(types, precision.output)[:, ::1],
@@ -115,7 +117,7 @@ def report_from(ptxas_output: str, ptx_seconds: float) -> Resources:
     )
 
 
-def report(space: Space, config: Config, arch: tuple[int, int] = ARCH) -> Resources:
+def report(space: Space, config: Config, arch: tuple[int, int] = ARCH, directory: Path | None = None) -> Resources:
     """Registers, stack, spills and shared memory of `config`'s kernel as compiled for `arch`."""
-    ptx, seconds = compile_ptx(space, config, arch)
+    ptx, seconds = compile_ptx(space, config, arch, directory)
     return report_from(assemble(ptx, arch, config.max_registers), seconds)

@@ -22,10 +22,10 @@ import optuna
 from optuna.trial import TrialState
 
 from . import cache, record
-from .compile_ahead import CompilePool
+from .compile_ahead import CompileAheadFailed, CompilePool
 from .config import Config
-from .kernel import kernel_dir
-from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measurement, Operands, Run, measure
+from .kernel import kernel_dir, private_dir
+from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measured, Measurement, Operands, measure
 from .problem import Problem
 from .runtime import Runtime
 from .sampler import make_sampler
@@ -234,6 +234,8 @@ class Search:
         ahead = compile_workers if self.runtime.backend.compiles_without_gpu or not self.runtime.simulated else 0
         pool = CompilePool(self.runtime.backend.name, self.problem.dtype, str(kernel_dir(self.root)),
                            self.runtime.simulated, ahead) if ahead else contextlib.nullcontext()
+        if ahead:
+            private_dir(kernel_dir(self.root))  # an unsafe kernel directory stops the search before any worker starts
         try:
             with pool, self.shared.beating(lambda: list(self._asked.values())):
                 while (trials is None or outcome.measured < trials) and not outcome.spent:
@@ -243,19 +245,23 @@ class Search:
                     if budget is not None and not self.shared.wait_for_room(self.study, budget):
                         outcome.spent = True
                         break
-                    measurement = self._step(operands, outcome, pool if ahead else None, ahead)
+                    self._ask(outcome, pool if ahead else None)
+                    if len(self._pending) <= ahead:
+                        continue
+                    measurement = self._measure_oldest(operands, outcome, pool if ahead else None)
                     if measurement is not None:
                         outcome.record, outcome.record_path = self.save()
                         if progress:
                             progress(outcome, measurement, self.best_gflops())
         except KeyboardInterrupt as stop:
             outcome.interrupted, outcome.terminated = True, isinstance(stop, Terminated)
-        with shielded():
-            for trial in list(self._asked.values()):  # in flight, or asked ahead and not measured
-                trial.set_user_attr("kind", "surplus")
-                self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
-        self._asked.clear()
-        self._pending.clear()
+        finally:
+            with shielded():
+                for trial in list(self._asked.values()):  # in flight, or asked ahead and not measured
+                    trial.set_user_attr("kind", "surplus")
+                    self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+            self._asked.clear()
+            self._pending.clear()
         outcome.wall_seconds = time.monotonic() - started
         outcome.record, outcome.record_path = self.save()
         return outcome
@@ -272,11 +278,9 @@ class Search:
                     "state; rerun the command to resume in a fresh process")
         return ""
 
-    def _step(self, operands: Operands, outcome: Outcome, pool: CompilePool | None,
-              ahead: int) -> Measurement | None:
+    def _ask(self, outcome: Outcome, pool: CompilePool | None) -> None:
         """Ask for one suggestion: answer it at once if it is invalid or measured already, else
-        hold it while `pool` compiles it. Then, once more than `ahead` are held, measure the
-        oldest; its Measurement, if it was measured."""
+        hold it (while `pool` compiles it) until its turn to be measured."""
         with shielded():
             trial = self.study.ask()
             self._asked[trial.number] = trial
@@ -292,16 +296,20 @@ class Search:
             self._pending.append((trial, config, key))
             if pool:
                 pool.submit(key, params)
-        if len(self._pending) <= ahead:
-            return None
+
+    def _measure_oldest(self, operands: Operands, outcome: Outcome, pool: CompilePool | None) -> Measurement | None:
+        """Claim and measure the oldest suggestion held; its Measurement, unless another worker
+        measured it meanwhile or the budget is spent."""
         trial, config, key = self._pending.popleft()
         if key not in self.history and not self._claim(trial, key, outcome):
             return None
         if self._answered_from_history(trial, key, outcome):
             return None
         compiled = pool.result(key) if pool else None
+        if compiled and compiled.fatal:
+            raise CompileAheadFailed(compiled.fatal)
         if compiled and compiled.error:
-            run = Run(Measurement("compile", compiled.error, clock=self.runtime.clock))
+            run = Measured(Measurement("compile", compiled.error, clock=self.runtime.clock))
         else:
             run = measure(self.runtime, self.space, self.problem, config, operands, self.protocol,
                           kernel_dir(self.root))
