@@ -47,7 +47,7 @@ fi
 echo "tuner at $(cat .whl/COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null)"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total,compute_mode --format=csv 2>&1 || true
 "$python" -c 'import importlib.metadata as m, sys; print(sys.version)
-for name in ("tuner", "numba", "numba-cuda", "numpy", "optuna", "jinja2", "cupy-cuda13x", "torch"):
+for name in ("numba-matmul-tuner", "numba", "numba-cuda", "numpy", "optuna", "jinja2", "cupy-cuda13x", "torch"):
     try: print(name, m.version(name))
     except m.PackageNotFoundError: print(name, "missing")'
 
