@@ -48,8 +48,15 @@ def _cases():
         "wide-block-few-threads": Config(block_m=16, block_n=128, block_k=8, thread_m=4, thread_n=8,
                                          unroll_k=2, transpose_a=True, prefetch=True),
         "block_k-32": Config(block_m=32, block_n=64, block_k=32, thread_m=2, thread_n=4, unroll_k=8, pad=0),
+        # Vector fragments (the simulator runs them without the alignment hint): groups of 4 rows
+        # and columns, fully unrolled or rolled, in aligned and unpadded tiles, with launch bounds.
+        "vector-full-unroll": Config(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, unroll_k=8,
+                                     transpose_a=True, pad=4, vector_fragments=True, min_blocks=2),
+        "vector-8x4-rolled": Config(block_m=64, block_n=32, block_k=8, thread_m=8, thread_n=4, unroll_k=1,
+                                    transpose_a=True, pad=0, vector_fragments=True, prefetch=False, min_blocks=1),
     }
     cases = [(CUDA, "float32", config, name) for name, config in named.items()]
+    cases += [(CUDA, dtype, named["vector-full-unroll"], "vector-full-unroll") for dtype in ("float64", "float16")]
     cases += [(ROC, "float32", named["seed"], "seed"), (ROC, "float64", named["default"], "default"),
               (ROC, "float32", named["wide-block-few-threads"], "wide-block-few-threads")]
     cases += [(CUDA, "float16", named["default"], "default"), (CUDA, "float64", named["8x8-register-tile"], "8x8")]

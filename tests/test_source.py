@@ -71,6 +71,32 @@ def test_jit_options():
     assert "@hip.jit(cache=True)\n" in render(Space.of(ROC, "float32"), Config())
 
 
+VECTOR_TILE = Config(block_m=128, block_n=128, thread_m=8, thread_n=8, unroll_k=16, transpose_a=True, pad=4,
+                     vector_fragments=True)
+
+
+def test_vector_fragments_are_groups_of_four_in_aligned_tiles():
+    source = render(Space.of(CUDA, "float32"), VECTOR_TILE)
+    assert "tr = uint64(tid // 16) * uint64(4)" in source
+    # Thread rows tr..tr+3, then 64 rows on: one 16-byte group each, read from the k-major A tile.
+    assert "a0 = a_tile[15, tr]" in source and "a3 = a_tile[15, tr + uint64(3)]" in source
+    assert "a4 = a_tile[15, tr + uint64(64)]" in source and "b7 = b_tile[15, tc + uint64(67)]" in source
+    assert source.count(", alignment=16)") == 2
+    assert "alignment" not in render(Space.of(CUDA, "float32"), Config())
+
+
+def test_simulated_source_drops_only_the_alignment_hint():
+    """Numba's simulator refuses alignment= ("not supported in cudasim"); nothing else may change."""
+    space = Space.of(CUDA, "float32")
+    compiled, simulated = render(space, VECTOR_TILE), render(space, VECTOR_TILE, simulated=True)
+    assert "alignment" not in simulated and compiled.replace(", alignment=16", "") == simulated
+
+
+def test_min_blocks_goes_into_the_launch_bounds():
+    space = Space.of(CUDA, "float32")
+    assert "@cuda.jit(cache=True, launch_bounds=(256, 2))" in render(space, Config(min_blocks=2))
+
+
 def test_invalid_config_never_reaches_the_template():
     with pytest.raises(InvalidConfig):
         render(Space.of(CUDA, "float32"), Config(block_m=24))

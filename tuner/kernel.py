@@ -142,6 +142,6 @@ class Kernel:
 
 def load(space: Space, config: Config, directory: Path | None = None) -> Kernel:
     """Render, write and import the kernel for `config` in `space`."""
-    path = write_source(render(space, config), directory)
+    path = write_source(render(space, config, simulated=simulating()), directory)
     module = import_source(path, space.backend.module)
     return Kernel(space, config, path, module.matmul)

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass
 
 from .backends import Backend
-from .config import Config, format_value
+from .config import VECTOR, Config, format_value
 from .dtypes import PRECISIONS, Precision
 
 DOMAINS = {
@@ -16,16 +16,18 @@ DOMAINS = {
     "thread_m": (1, 2, 4, 8),
     "thread_n": (1, 2, 4, 8),
     "unroll_k": (1, 2, 4, 8, 16, 32),
-    "pad": (0, 1),
+    "pad": (0, 1, 4),
     "transpose_a": (False, True),
     "prefetch": (False, True),
     "max_registers": (0, 64, 128),
+    "vector_fragments": (False, True),
+    "min_blocks": (0, 1, 2),
 }
 
 # The seed's fast_matmul (TPB=16): 16x16 threads, one output each, 16-wide k-tiles, no extras.
 SEED = Config(
     block_m=16, block_n=16, block_k=16, thread_m=1, thread_n=1, unroll_k=1, pad=0,
-    transpose_a=False, prefetch=False, max_registers=0,
+    transpose_a=False, prefetch=False, max_registers=0, vector_fragments=False, min_blocks=0,
 )
 
 # Registers a kernel needs besides its tiles: indices, pointers, bounds and loop counters.
@@ -35,6 +37,10 @@ REGISTER_OVERHEAD = 24
 # code slowly: an 8x8 tile took 6 s at 64 per trip and 20 s at 1024, for no fewer registers
 # (bench/results/unroll_compile_time.json). GPU timings may justify raising it.
 MAX_UNROLLED_MULTIPLY_ADDS = 64
+
+# Multiply-adds a fully unrolled k-tile may emit, for vector fragments, where removing the k loop
+# is what lifts the FMA share of the issued instructions (docs/kernels.md has the compile times).
+MAX_FULLY_UNROLLED_MULTIPLY_ADDS = 1024
 
 # Elements of each tile one thread may copy per k-tile. Every copy is a guarded load, and with
 # prefetch also a live register: 32-thread blocks copying 64 took over 30 s to compile and spilled.
@@ -70,6 +76,10 @@ class Space:
         domains = dict(DOMAINS)
         if not self.backend.max_registers:
             domains["max_registers"] = (0,)
+        if not self.backend.launch_bounds:
+            domains["min_blocks"] = (0,)
+        if not self.backend.shared_alignment:
+            domains["vector_fragments"] = (False,)
         return domains
 
     def shared_memory(self, config: Config) -> int:
@@ -94,6 +104,11 @@ class Space:
         reasons = []
         if config.max_registers and not self.backend.max_registers:
             return [f"max_registers is not available on {self.backend.name}: its compiler takes no register cap"]
+        if config.min_blocks and not self.backend.launch_bounds:
+            return [f"min_blocks is not available on {self.backend.name}: its compiler takes no launch bounds"]
+        if config.vector_fragments and not self.backend.shared_alignment:
+            return [f"vector_fragments is not available on {self.backend.name}: its shared arrays take no "
+                    "alignment, which vector loads need"]
         for name, domain in self.domains().items():
             value = getattr(config, name)
             if value not in domain:
@@ -141,14 +156,46 @@ class Space:
             if config.max_registers * threads > limits.registers_per_block:
                 reasons.append(f"max_registers={config.max_registers} x {threads} threads exceeds "
                                f"the {limits.registers_per_block} registers of a block")
+        reasons += self._vector_violations(config) + self._launch_bounds_violations(config, registers)
         if max(config.thread_m, config.thread_n) > 2 * min(config.thread_m, config.thread_n):
             reasons.append(f"the {config.thread_m}x{config.thread_n} register tile is elongated beyond 2:1: "
                            "it loads more operands per multiply-add than a squarer one")
         unrolled = config.thread_m * config.thread_n * config.unroll_k
-        if unrolled > MAX_UNROLLED_MULTIPLY_ADDS:
+        if config.unroll_k == config.block_k and config.vector_fragments:
+            if unrolled > MAX_FULLY_UNROLLED_MULTIPLY_ADDS:
+                reasons.append(f"unroll_k={config.unroll_k} unrolls the k-tile into {unrolled} multiply-adds, "
+                               f"over {MAX_FULLY_UNROLLED_MULTIPLY_ADDS}; compiling them takes too long")
+        elif unrolled > MAX_UNROLLED_MULTIPLY_ADDS:
             reasons.append(f"unroll_k={config.unroll_k} emits {unrolled} multiply-adds per k-loop trip, "
                            f"over {MAX_UNROLLED_MULTIPLY_ADDS}; compiling them takes too long")
         return reasons
+
+    @staticmethod
+    def _vector_violations(config: Config) -> list[str]:
+        if not config.vector_fragments:
+            return [f"pad={config.pad} is for vector fragments; use pad 0 or 1"] if config.pad == VECTOR else []
+        reasons = []
+        if not config.transpose_a:
+            reasons.append("vector_fragments needs transpose_a=true: a thread's rows are contiguous only in "
+                           "a k-major A tile")
+        if config.thread_m % VECTOR or config.thread_n % VECTOR:
+            reasons.append(f"vector_fragments needs thread_m and thread_n to be multiples of {VECTOR}")
+        if config.pad % VECTOR:
+            reasons.append(f"pad={config.pad} misaligns the vector loads of each tile row; use pad 0 or {VECTOR}")
+        return reasons
+
+    def _launch_bounds_violations(self, config: Config, registers: int) -> list[str]:
+        if not config.min_blocks:
+            return []
+        if config.max_registers:
+            return ["min_blocks needs launch bounds, which max_registers turns off"]
+        # Two blocks of at most 1024 threads fit an SM's 2048; its registers (as many as a block may
+        # use) are what a promise of min_blocks can break.
+        limits = self.backend.limits
+        if config.min_blocks * config.threads * registers > limits.registers_per_block:
+            return [f"min_blocks={config.min_blocks} x {config.threads} threads x about {registers} registers "
+                    f"exceed the {limits.registers_per_block} registers of an SM"]
+        return []
 
     def check(self, config: Config) -> Config:
         """`config` if it is valid here; otherwise InvalidConfig naming the first broken rule."""
