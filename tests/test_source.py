@@ -37,15 +37,25 @@ def test_rendered_source_is_python_with_scalar_accumulators(backend, dtype):
 @pytest.mark.parametrize("config", [
     SEED, Config(prefetch=True), Config(prefetch=False, transpose_a=True),
     Config(block_k=16, thread_m=2, thread_n=2, unroll_k=16),
-], ids=["seed", "prefetch", "transposed", "full-unroll"])
+    Config(double_buffer=True), Config(double_buffer=True, prefetch=False),
+], ids=["seed", "prefetch", "transposed", "full-unroll", "double-buffered", "double-buffered-no-prefetch"])
 def test_every_thread_reaches_every_barrier(config):
-    """No early return, and barriers sit in the k loop's body, outside any condition."""
+    """No early return, and barriers sit in the k loop's body (two), or one before it and one in
+    it when double-buffered, outside any condition."""
     source = render(Space.of(CUDA, "float32"), config)
     body = source.split('"""', 2)[2]
     assert "return" not in body
     barriers = re.findall(r"^( *)cuda\.syncthreads\(\)$", body, re.M)
-    assert barriers == [" " * 8, " " * 8]
+    assert barriers == [" " * 4 if config.double_buffer else " " * 8, " " * 8]
     assert re.search(r"^    for kt in range\(\(K \+ \d+\) // \d+\):$", body, re.M)
+
+
+def test_double_buffering_reads_one_buffer_and_writes_the_other():
+    source = render(Space.of(CUDA, "float32"), Config(double_buffer=True, unroll_k=1))
+    assert "a_tile = cuda.shared.array(shape=(2, 64, 17)" in source
+    assert "s = uint64(kt & 1)\n        t = s ^ uint64(1)" in source
+    reads, writes = re.findall(r"= a_tile\[(\w), ", source), re.findall(r"a_tile\[(\w), [^\]]*\] = ", source)
+    assert set(reads) == {"s"} and set(writes) == {"t"}
 
 
 def test_unroll_and_prefetch_shape_the_k_loop():

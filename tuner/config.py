@@ -26,6 +26,7 @@ class Config:
     # vectors (ld.shared.v4 for float32); False strides them by the thread grid, as before it existed.
     vector_fragments: bool = False
     min_blocks: int = 0  # blocks per SM promised in the launch bounds; 0 promises only the block size
+    double_buffer: bool = False  # two buffers of each shared tile: one barrier per k-tile instead of two
 
     def __post_init__(self):
         for field in fields(self):

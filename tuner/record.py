@@ -121,7 +121,8 @@ DEVICE = {
 }
 # Parameters added after records of FORMAT 1 were first written, with their neutral values (the
 # kernel as it was before each existed): a configuration without one loads with that value.
-ADDED = {name: Config.__dataclass_fields__[name].default for name in ("vector_fragments", "min_blocks")}
+ADDED = {name: Config.__dataclass_fields__[name].default for name in ("vector_fragments", "min_blocks",
+                                                                      "double_buffer")}
 
 
 class Parameters:

@@ -22,12 +22,14 @@ DOMAINS = {
     "max_registers": (0, 64, 128),
     "vector_fragments": (False, True),
     "min_blocks": (0, 1, 2),
+    "double_buffer": (False, True),
 }
 
 # The seed's fast_matmul (TPB=16): 16x16 threads, one output each, 16-wide k-tiles, no extras.
 SEED = Config(
     block_m=16, block_n=16, block_k=16, thread_m=1, thread_n=1, unroll_k=1, pad=0,
     transpose_a=False, prefetch=False, max_registers=0, vector_fragments=False, min_blocks=0,
+    double_buffer=False,
 )
 
 # Registers a kernel needs besides its tiles: indices, pointers, bounds and loop counters.
@@ -83,9 +85,10 @@ class Space:
         return domains
 
     def shared_memory(self, config: Config) -> int:
-        """Bytes of shared memory the A and B tiles take, padding included."""
+        """Bytes of shared memory the A and B tiles take, padding and second buffers included."""
         (a_rows, a_cols), (b_rows, b_cols) = config.a_tile_shape, config.b_tile_shape
-        return (a_rows * a_cols + b_rows * b_cols) * self.precision.input_bytes
+        buffers = 2 if config.double_buffer else 1
+        return buffers * (a_rows * a_cols + b_rows * b_cols) * self.precision.input_bytes
 
     def registers(self, config: Config) -> int:
         """An estimate of the 32-bit registers per thread: accumulators, fragments, staging.
