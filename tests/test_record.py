@@ -35,12 +35,13 @@ def _set(path: str, value):
 def test_a_record_from_before_a_parameter_existed_loads_with_its_neutral_value(tmp_path):
     old = copy.deepcopy(GOOD)
     for entry in (old["best"], *old["runners_up"]):
-        del entry["config"]["vector_fragments"], entry["config"]["min_blocks"]
+        del entry["config"]["vector_fragments"], entry["config"]["min_blocks"], entry["config"]["double_buffer"]
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
     loaded = cache.read_record(path)
     assert record.configs(loaded) == [Config(), SEED]
-    assert all(not c.vector_fragments and c.min_blocks == 0 for c in record.valid_configs(loaded))
+    assert all(not c.vector_fragments and c.min_blocks == 0 and not c.double_buffer
+               for c in record.valid_configs(loaded))
 
 
 HOSTILE = {

@@ -51,13 +51,13 @@ def _cases():
         # Vector fragments (the simulator runs them without the alignment hint): groups of 4 rows
         # and columns, fully unrolled or rolled, in aligned and unpadded tiles, with launch bounds.
         "vector-full-unroll": Config(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, unroll_k=8,
-                                     transpose_a=True, pad=4, vector_fragments=True, min_blocks=2),
+                                     transpose_a=True, pad=4, vector_fragments=True),
         "vector-8x4-rolled": Config(block_m=64, block_n=32, block_k=8, thread_m=8, thread_n=4, unroll_k=1,
                                     transpose_a=True, pad=0, vector_fragments=True, prefetch=False, min_blocks=1),
         # One barrier per k-tile: K of 37 and 3 run several k-tiles through both buffers, and one.
-        "double-buffered": Config(block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=4, unroll_k=2,
+        "double-buffered": Config(block_m=64, block_n=32, block_k=8, thread_m=8, thread_n=4, unroll_k=2,
                                   double_buffer=True),
-        "double-buffered-vector": Config(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, unroll_k=8,
+        "double-buffered-vector": Config(block_m=32, block_n=64, block_k=8, thread_m=4, thread_n=8, unroll_k=8,
                                          transpose_a=True, pad=4, vector_fragments=True, double_buffer=True,
                                          prefetch=False),
     }
@@ -174,7 +174,7 @@ def test_operands_that_would_read_out_of_bounds_are_refused(a_shape, b_shape, c_
 @pytest.mark.parametrize("config", [
     Config(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, unroll_k=4, prefetch=True),
     Config(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, unroll_k=2, prefetch=False, transpose_a=True),
-    Config(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, unroll_k=2, double_buffer=True),
+    Config(block_m=64, block_n=32, block_k=8, thread_m=8, thread_n=4, unroll_k=2, double_buffer=True),
 ], ids=["prefetch", "no-prefetch-transposed", "double-buffered"])
 def test_interior_tiles_take_the_unguarded_copy_and_edge_tiles_the_guarded_one(config):
     """70x67x21 on 32x32x8 tiles: blocks inside and across both edges, and a partial last k-tile.

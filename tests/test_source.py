@@ -37,7 +37,8 @@ def test_rendered_source_is_python_with_scalar_accumulators(backend, dtype):
 @pytest.mark.parametrize("config", [
     SEED, Config(prefetch=True), Config(prefetch=False, transpose_a=True),
     Config(block_k=16, thread_m=2, thread_n=2, unroll_k=16),
-    Config(double_buffer=True), Config(double_buffer=True, prefetch=False),
+    Config(block_m=128, block_n=128, thread_m=8, thread_n=8, unroll_k=1, double_buffer=True),
+    Config(block_m=128, block_n=128, thread_m=8, thread_n=8, unroll_k=1, double_buffer=True, prefetch=False),
 ], ids=["seed", "prefetch", "transposed", "full-unroll", "double-buffered", "double-buffered-no-prefetch"])
 def test_every_thread_reaches_every_barrier(config):
     """No early return, and barriers sit in the k loop's body (two), or one before it and one in
@@ -51,8 +52,9 @@ def test_every_thread_reaches_every_barrier(config):
 
 
 def test_double_buffering_reads_one_buffer_and_writes_the_other():
-    source = render(Space.of(CUDA, "float32"), Config(double_buffer=True, unroll_k=1))
-    assert "a_tile = cuda.shared.array(shape=(2, 64, 17)" in source
+    config = Config(block_m=128, block_n=128, thread_m=8, thread_n=8, unroll_k=1, double_buffer=True)
+    source = render(Space.of(CUDA, "float32"), config)
+    assert "a_tile = cuda.shared.array(shape=(2, 128, 17)" in source
     assert "s = uint64(kt & 1)\n        t = s ^ uint64(1)" in source
     reads, writes = re.findall(r"= a_tile\[(\w), ", source), re.findall(r"a_tile\[(\w), [^\]]*\] = ", source)
     assert set(reads) == {"s"} and set(writes) == {"t"}
@@ -104,7 +106,8 @@ def test_simulated_source_drops_only_the_alignment_hint():
 
 def test_min_blocks_goes_into_the_launch_bounds():
     space = Space.of(CUDA, "float32")
-    assert "@cuda.jit(cache=True, launch_bounds=(256, 2))" in render(space, Config(min_blocks=2))
+    config = Config(block_m=128, block_n=64, thread_m=8, thread_n=4, unroll_k=2, min_blocks=2)
+    assert "@cuda.jit(cache=True, launch_bounds=(256, 2))" in render(space, config)
 
 
 def test_invalid_config_never_reaches_the_template():

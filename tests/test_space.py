@@ -56,7 +56,9 @@ def test_default_config_is_valid_everywhere():
      "multiply-adds per k-loop trip"),
     (dict(thread_m=8, thread_n=8, block_m=128, block_n=128, block_k=32, unroll_k=32, transpose_a=True, pad=4,
           vector_fragments=True), "unrolls the k-tile into 2048 multiply-adds"),
-    (dict(min_blocks=1, max_registers=128), "min_blocks needs launch bounds"),
+    (dict(block_m=128, thread_m=8, min_blocks=1, max_registers=128), "min_blocks needs launch bounds"),
+    (dict(min_blocks=1), "min_blocks is for register tiles of 32 or more accumulators, not 4x4"),
+    (dict(double_buffer=True), "double_buffer is for register tiles of 32 or more"),
     (dict(thread_m=8, thread_n=8, block_m=128, block_n=128, block_k=32, unroll_k=1, min_blocks=2),
      "registers of an SM"),
 ])

@@ -44,6 +44,12 @@ MAX_UNROLLED_MULTIPLY_ADDS = 64
 # is what lifts the FMA share of the issued instructions (docs/kernels.md has the compile times).
 MAX_FULLY_UNROLLED_MULTIPLY_ADDS = 1024
 
+# Accumulators per thread from which launch bounds and double buffering can pay: such a tile takes
+# 128 registers or more, so an SM holds at most two blocks of 256 threads, too few to hide a
+# barrier, and ptxas's own register choice is where the 8x8 tile spilled
+# (bench/results/ceilings_float32.json).
+LARGE_TILE = 32
+
 # Elements of each tile one thread may copy per k-tile. Every copy is a guarded load, and with
 # prefetch also a live register: 32-thread blocks copying 64 took over 30 s to compile and spilled.
 MAX_LOADS_PER_THREAD = 16
@@ -159,7 +165,7 @@ class Space:
             if config.max_registers * threads > limits.registers_per_block:
                 reasons.append(f"max_registers={config.max_registers} x {threads} threads exceeds "
                                f"the {limits.registers_per_block} registers of a block")
-        reasons += self._vector_violations(config) + self._launch_bounds_violations(config, registers)
+        reasons += self._vector_violations(config) + self._large_tile_violations(config, registers)
         if max(config.thread_m, config.thread_n) > 2 * min(config.thread_m, config.thread_n):
             reasons.append(f"the {config.thread_m}x{config.thread_n} register tile is elongated beyond 2:1: "
                            "it loads more operands per multiply-add than a squarer one")
@@ -187,9 +193,13 @@ class Space:
             reasons.append(f"pad={config.pad} misaligns the vector loads of each tile row; use pad 0 or {VECTOR}")
         return reasons
 
-    def _launch_bounds_violations(self, config: Config, registers: int) -> list[str]:
-        if not config.min_blocks:
-            return []
+    def _large_tile_violations(self, config: Config, registers: int) -> list[str]:
+        reasons = [f"{name} is for register tiles of {LARGE_TILE} or more accumulators, not "
+                   f"{config.thread_m}x{config.thread_n}: smaller ones leave an SM blocks enough to hide barriers"
+                   for name in ("min_blocks", "double_buffer") if getattr(config, name)
+                   and config.thread_m * config.thread_n < LARGE_TILE]
+        if reasons or not config.min_blocks:
+            return reasons
         if config.max_registers:
             return ["min_blocks needs launch bounds, which max_registers turns off"]
         # Two blocks of at most 1024 threads fit an SM's 2048; its registers (as many as a block may
