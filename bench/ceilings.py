@@ -1,5 +1,5 @@
 """Static ceilings of the large register tiles, before and after issue 17's options: registers,
-spills, compile time (PTX + ptxas) and the FMA share of one interior k-tile's SASS, from
+spills, compile time (PTX + ptxas, wall and CPU) and the FMA share of one interior k-tile's SASS, from
 `tuner.resources.report`, the same numbers `tuner resources --json` prints. The flagship of a dtype
 is the configuration with the highest FMA share that compiles without spills (docs/kernels.md).
 
@@ -47,6 +47,13 @@ def _version(tool: str) -> str:
     return subprocess.run([tool, "--version"], check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (ptxas, nvdisasm): unlike the wall time,
+    it hardly grows when other jobs share the cores."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
@@ -59,7 +66,10 @@ def main():
         if reasons:
             runs.append({"name": name, "config": config.as_dict(), "in_space": False, "violations": reasons})
             continue
-        runs.append({"name": name, "config": config.as_dict(), "in_space": True, **report(space, config).as_dict()})
+        start = _cpu_seconds()
+        resources = report(space, config).as_dict()
+        runs.append({"name": name, "config": config.as_dict(), "in_space": True, **resources,
+                     "cpu_seconds": round(_cpu_seconds() - start, 3)})
         print(name, runs[-1]["fma_fraction"], runs[-1]["registers"], runs[-1]["compile_seconds"], file=sys.stderr)
     sound = [run for run in runs if run["in_space"] and not run["spills"] and run["fma_fraction"] is not None]
     flagship = max(sound, key=lambda run: run["fma_fraction"])
