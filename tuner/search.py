@@ -2,6 +2,7 @@
 
 Every suggestion becomes a finished trial, so the sampler learns from all of them:
 - statically invalid: never compiled; told 0 GFLOP/s with a constraint violation per broken rule;
+  so is one whose static ceiling is below half of the best seen, where it can be counted (ceiling.py);
 - already in the study: answered from its earlier trial, not measured again;
 - measured: verified, then timed; a compile, launch or correctness failure is infeasible (a
   constraint), not an ignored FAIL trial.
@@ -23,6 +24,7 @@ import optuna
 from optuna.trial import TrialState
 
 from . import cache, record
+from .ceiling import NOTHING_BETTER_LEFT, Ceilings, why_not_measure
 from .config import Config
 from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measurement, Operands, measure
 from .problem import Problem
@@ -34,7 +36,7 @@ from .storage import CLAIMED, HEARTBEAT_SECONDS, SPENT, SharedStorage, config_ke
 _STARTED = tuple(state for state in TrialState if state != TrialState.WAITING)
 # Stop when this many suggestions in a row were invalid or already measured: the sampler has
 # converged, or the valid space is exhausted.
-MAX_UNMEASURED_IN_A_ROW = 500
+MAX_UNMEASURED_IN_A_ROW = 2 * NOTHING_BETTER_LEFT
 # A CUDA fault leaves the context unusable, so every later launch in the process fails too.
 MAX_LAUNCH_FAILURES_IN_A_ROW = 3
 
@@ -189,6 +191,10 @@ class Search:
         self.history = {config_key(trial.params): trial
                         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                         if is_measured(trial)}
+        self.ceilings = Ceilings.where_countable(runtime, self.space, root)
+        seen = [trial.user_attrs["ceiling"] for trial in self.study.get_trials(deepcopy=False)
+                if trial.user_attrs.get("ceiling") is not None]
+        self.best_ceiling = max(seen, default=None)
 
     def enqueue(self, configs: list[Config]) -> list[Config]:
         """Queue the configurations the study has neither measured, claimed nor queued; those
@@ -286,7 +292,8 @@ class Search:
             outcome.invalid += 1
             outcome.unmeasured_in_a_row += 1
             return None
-        if key not in self.history and not self._claim(trial, key, outcome):
+        if key not in self.history and (self._below_ceiling(trial, config, outcome)
+                                        or not self._claim(trial, key, outcome)):
             return None
         if key in self.history:
             earlier = self.history[key]
@@ -302,6 +309,22 @@ class Search:
         outcome.unmeasured_in_a_row = 0
         outcome.launch_failures_in_a_row = outcome.launch_failures_in_a_row + 1 if measurement.status == "launch" else 0
         return measurement
+
+    def _below_ceiling(self, trial, config: Config, outcome: Outcome) -> bool:
+        """Whether `config`'s static ceiling rules it out (ceiling.py), told as invalid with the
+        reason. Its ceiling joins the study's as a trial attribute either way."""
+        ceiling = self.ceilings.of(config) if self.ceilings else None
+        if ceiling is None:
+            return False
+        reason = why_not_measure(ceiling, self.best_ceiling, outcome.unmeasured_in_a_row)
+        self.best_ceiling = max(ceiling, self.best_ceiling or 0.0)
+        trial.set_user_attr("ceiling", ceiling)
+        if not reason:
+            return False
+        self._tell(trial, "invalid", 0.0, 1.0, reasons=[reason])
+        outcome.invalid += 1
+        outcome.unmeasured_in_a_row += 1
+        return True
 
     def _claim(self, trial, key: str, outcome: Outcome) -> bool:
         """Claim `key` for `trial` against the other workers (SharedStorage.claim). A configuration
