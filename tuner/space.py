@@ -181,6 +181,7 @@ class Space:
 
     @staticmethod
     def _vector_violations(config: Config) -> list[str]:
+        """What vector fragments (and pad=4, which is theirs) need of the tile layout."""
         if not config.vector_fragments:
             return [f"pad={config.pad} is for vector fragments; use pad 0 or 1"] if config.pad == VECTOR else []
         reasons = []
@@ -194,6 +195,7 @@ class Space:
         return reasons
 
     def _large_tile_violations(self, config: Config, registers: int) -> list[str]:
+        """Where min_blocks and double_buffer may be used, and what a promise of min_blocks needs."""
         reasons = [f"{name} is for register tiles of {LARGE_TILE} or more accumulators, not "
                    f"{config.thread_m}x{config.thread_n}: smaller ones leave an SM blocks enough to hide barriers"
                    for name in ("min_blocks", "double_buffer") if getattr(config, name)
