@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tuner.space import FLAGSHIPS
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -74,17 +76,10 @@ def test_fma_fraction_and_compile_seconds_are_reported():
     assert report["compile_seconds"] >= report["ptx_seconds"] > 0
 
 
-def _flagship(dtype: str) -> list[str]:
-    """The flagship configuration docs/kernels.md names for `dtype`, as NAME=VALUE arguments."""
-    text = (ROOT / "docs" / "kernels.md").read_text()
-    line = next(line for line in text.splitlines() if line.startswith(f"flagship {dtype}: "))
-    return line.split(": ", 1)[1].split()
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_flagship_issues_mostly_multiply_adds_without_spills(dtype):
     """About 20 s each: the fully unrolled 8x8 vector tile is the slowest variant to compile."""
-    report = _resources("--dtype", dtype, *_flagship(dtype))
+    report = _resources("--dtype", dtype, *FLAGSHIPS[dtype].describe().split())
     assert report["fma_fraction"] >= 0.80 and report["spills"] is False and report["registers"] <= 255
 
 

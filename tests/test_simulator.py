@@ -18,7 +18,7 @@ import pytest
 from tuner.backends import CUDA, ROC
 from tuner.config import Config
 from tuner.kernel import load
-from tuner.space import SEED, Space
+from tuner.space import FLAGSHIPS, SEED, Space
 
 # Relative error bounds against a float64 reference (float16: inputs rounded, float32 accumulation).
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-5}
@@ -63,6 +63,7 @@ def _cases():
     }
     cases = [(CUDA, "float32", config, name) for name, config in named.items()]
     cases += [(CUDA, dtype, named["vector-full-unroll"], "vector-full-unroll") for dtype in ("float64", "float16")]
+
     cases += [(ROC, "float32", named["seed"], "seed"), (ROC, "float64", named["default"], "default"),
               (ROC, "float32", named["double-buffered"], "double-buffered"),
               (CUDA, "float64", named["double-buffered-vector"], "double-buffered-vector"),
@@ -72,7 +73,11 @@ def _cases():
         for dtype in backend.dtypes:
             space = Space.of(backend, dtype)
             cases += [(backend, dtype, c, f"sample{i}") for i, c in enumerate(_sample(space, 2))]
-    return [pytest.param(b, d, c, id=f"{b.name}-{d}-{n}") for b, d, c, n in cases]
+    # The flagships (docs/kernels.md): 256 simulated threads through 1,024 multiply-adds per k-tile
+    # take about 45 s each, so they run with -m sweep; the small vector tiles above run the same code.
+    return [pytest.param(b, d, c, id=f"{b.name}-{d}-{n}") for b, d, c, n in cases] + [
+        pytest.param(CUDA, dtype, config, id=f"cuda-{dtype}-flagship", marks=pytest.mark.sweep)
+        for dtype, config in FLAGSHIPS.items()]
 
 
 def _inputs(rng, m, n, k, dtype):

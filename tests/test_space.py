@@ -1,9 +1,11 @@
 """The search space: domains, validity rules with their reasons, and the seed's place in it."""
+from pathlib import Path
+
 import pytest
 
 from tuner.backends import CUDA, ROC, get_backend
 from tuner.config import Config, parse_assignments
-from tuner.space import DOMAINS, SEED, InvalidConfig, Space
+from tuner.space import DOMAINS, FLAGSHIPS, SEED, InvalidConfig, Space
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +92,14 @@ def test_vector_fragments_fully_unrolled_are_in_the_cuda_space(cuda32):
     config = Config(block_m=128, block_n=128, thread_m=8, thread_n=8, unroll_k=16, transpose_a=True, pad=4,
                     vector_fragments=True, min_blocks=1)
     assert cuda32.violations(config) == []
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_docs_name_the_flagships_of_the_code(dtype):
+    """docs/kernels.md names each flagship on a line of its own, as the command line writes it."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "kernels.md").read_text()
+    assert f"\nflagship {dtype}: {FLAGSHIPS[dtype].describe()}\n" in text
+    assert Space.of(CUDA, dtype).violations(FLAGSHIPS[dtype]) == []
 
 
 def test_roc_has_no_vector_fragments_and_no_launch_bounds():

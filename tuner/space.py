@@ -3,7 +3,7 @@
 A configuration that breaks a rule is rejected here, with the reason, before anything compiles.
 """
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .backends import Backend
 from .config import VECTOR, Config, format_value
@@ -31,6 +31,12 @@ SEED = Config(
     transpose_a=False, prefetch=False, max_registers=0, vector_fragments=False, min_blocks=0,
     double_buffer=False,
 )
+
+# Per dtype, the configuration with the highest static ceiling that compiles without spills, among
+# bench/ceilings.py's candidates (docs/kernels.md): what a GPU run times first.
+_VECTOR_8X8 = Config(block_m=128, block_n=128, block_k=16, thread_m=8, thread_n=8, unroll_k=16, pad=4,
+                     transpose_a=True, prefetch=True, vector_fragments=True)
+FLAGSHIPS = {"float32": _VECTOR_8X8, "float64": replace(_VECTOR_8X8, min_blocks=1)}
 
 # Registers a kernel needs besides its tiles: indices, pointers, bounds and loop counters.
 REGISTER_OVERHEAD = 24
