@@ -7,6 +7,9 @@ with a fixed seed, so a run cut short is a uniform sample; rerunning resumes whe
 
     python bench/compile_space.py --dtype float32 --workers 2
     python bench/compile_space.py --dtype float32 --summary     # summarize what is recorded
+    python bench/compile_space.py --dtype float32 --changed vector_fragments --changed min_blocks \
+        --changed double_buffer --limit 60 --out bench/results/compile_space_cuda_float32_issue17.jsonl
+                                          # a uniform sample of the configurations using issue 17's options
 
 Output: JSON lines, a header with versions and the command, then one record per configuration.
 """
@@ -72,9 +75,14 @@ def _ptx_key(config: Config) -> tuple[Config, bool]:
     return replace(config, max_registers=0), bool(config.max_registers)
 
 
-def _groups(space: Space, seed: int) -> list[list[Config]]:
+def _groups(space: Space, seed: int, changed: list[str]) -> list[list[Config]]:
+    """The configurations by PTX, in a seeded random order; only those where one of the `changed`
+    parameters differs from its default, if any are named."""
     groups: dict[tuple, list[Config]] = {}
+    default = Config()
     for config in space:
+        if changed and all(getattr(config, name) == getattr(default, name) for name in changed):
+            continue
         groups.setdefault(_ptx_key(config), []).append(config)
     ordered = list(groups.values())
     random.Random(seed).shuffle(ordered)
@@ -102,11 +110,11 @@ def _wilson(hits: int, total: int) -> list[float]:
     return [round(centre - half, 4), round(centre + half, 4)]
 
 
-def summarize(path: Path, space: Space) -> dict:
-    """Coverage, compile time per distinct PTX, and spills, over the records still valid in `space`."""
+def summarize(path: Path, space: Space, space_size: int) -> dict:
+    """Coverage of the `space_size` configurations sampled from, compile time per distinct PTX, and
+    spills, over the records still valid in `space`."""
     lines = _read(path)
     records = [r for r in lines if r.get("kind") != "header" and not space.violations(Config(**r["config"]))]
-    space_size = space.size()
     done = [r for r in records if "error" not in r]
     times = sorted({_ptx_key(Config(**r["config"])): r["ptx_seconds"] for r in done}.values())
     quantile = lambda q: round(times[min(len(times) - 1, int(q * len(times)))], 3) if times else None  # noqa: E731
@@ -141,10 +149,12 @@ def main():
     parser.add_argument("--out", type=Path,
                         help="JSON-lines file (default bench/results/compile_space_<backend>_<dtype>.jsonl)")
     parser.add_argument("--summary", action="store_true", help="only summarize the recorded file")
+    parser.add_argument("--changed", action="append", default=[], choices=Config.names(), metavar="NAME",
+                        help="only configurations where this parameter (or another one named) is not its default")
     args = parser.parse_args()
     out = args.out or Path(__file__).parent / "results" / f"compile_space_{args.backend}_{args.dtype}.jsonl"
     space = Space.of(get_backend(args.backend), args.dtype)
-    groups = _groups(space, args.seed)
+    groups = _groups(space, args.seed, args.changed)
     space_size = sum(len(g) for g in groups)
     if not args.summary:
         done = {json.dumps(r["config"], sort_keys=True) for r in _read(out) if r.get("kind") != "header"}
@@ -166,7 +176,7 @@ def main():
                     sink.flush()
                     if count % 50 == 0:
                         print(f"{count}/{len(todo)} compiled", flush=True)
-    summary = summarize(out, space)
+    summary = summarize(out, space, space_size)
     out.with_suffix(".summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
 

@@ -1,7 +1,7 @@
 """What the generated kernel spends its instructions on, for a few configurations
 (docs/performance_notes.md): PTX opcode counts, ptxas's resource report and, where nvdisasm is
 installed (pip install nvidia-cuda-nvdisasm), the SASS one k-tile of an interior block issues
-(bench/sass.py).
+(tuner/sass.py).
 
     python bench/ptx_instruction_mix.py > bench/results/instruction_mix_unsigned_indices.json
     python bench/ptx_instruction_mix.py --template-rev 73c5a9f > bench/results/instruction_mix_73c5a9f.json
@@ -23,13 +23,13 @@ from unittest import mock
 
 import jinja2
 from provenance import provenance
-from sass import k_tile_path, nvdisasm_path, sass_of
 
 import tuner.source
 import tuner.space
 from tuner.backends import CUDA
 from tuner.config import Config
-from tuner.resources import assemble, compile_ptx, ptxas_path, report_from
+from tuner.resources import assemble, compile_ptx, interior_k_tile, ptxas_path, report_from
+from tuner.sass import NoDisassembler, disassemble, nvdisasm_beside
 from tuner.space import Space
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,9 +64,9 @@ def main():
         tuner.source._environment = lambda: environment
     os.environ.setdefault("TUNER_KERNEL_DIR", tempfile.mkdtemp(prefix="tuner-kernels-"))
     try:
-        nvdisasm_path()
+        nvdisasm_beside(ptxas_path())
         with_sass = True
-    except FileNotFoundError as missing:
+    except NoDisassembler as missing:
         print(f"no SASS: {missing}", file=sys.stderr)
         with_sass = False
     space = Space.of(CUDA, args.dtype)
@@ -74,14 +74,15 @@ def main():
     for name, config in CONFIGS.items():
         with mock.patch.object(tuner.space, "MAX_UNROLLED_MULTIPLY_ADDS", 1024):
             ptx, seconds = compile_ptx(space, config)
-        run = {"name": name, "config": config.as_dict(), **report_from(assemble(ptx), seconds).as_dict(),
-               "opcodes": dict(collections.Counter(OPCODE.findall(ptx)).most_common())}
-        if with_sass:
-            with tempfile.TemporaryDirectory() as tmp:
-                sass = sass_of(ptx, Path(tmp))
-            run["sass_instructions"] = len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/", sass, re.M))
-            run["interior_k_tile"] = k_tile_path(sass, config.thread_m * config.thread_n * config.block_k,
-                                                 sum(config.loads_per_thread))
+        with tempfile.TemporaryDirectory() as tmp:
+            cubin = Path(tmp, "kernel.cubin")
+            run = {"name": name, "config": config.as_dict(),
+                   **report_from(assemble(ptx, cubin=cubin), seconds).as_dict(),
+                   "opcodes": dict(collections.Counter(OPCODE.findall(ptx)).most_common())}
+            if with_sass:
+                sass = disassemble(cubin, ptxas_path())
+                run["sass_instructions"] = len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/", sass, re.M))
+                run["interior_k_tile"] = interior_k_tile(cubin, config)
         run["in_space"] = space.violations(config) == []
         runs.append(run)
     command = "python bench/ptx_instruction_mix.py"
@@ -93,7 +94,9 @@ def main():
                 else f"templates/matmul.py.j2 of the working tree at {_git('rev-parse', '--short', 'HEAD').strip()}"
                 + (" with uncommitted changes" if _git("status", "--porcelain", "templates", "tuner") else ""))
     device = "none: compile_ptx for sm_90, ptxas and nvdisasm on the CPU"
-    tools = {"ptxas": _version(ptxas_path())} | ({"nvdisasm": _version(nvdisasm_path())} if with_sass else {})
+    tools = {"ptxas": _version(ptxas_path())}
+    if with_sass:
+        tools["nvdisasm"] = _version(nvdisasm_beside(ptxas_path()))
     print(json.dumps({**provenance(command, device), "template": template, "tools": tools, "dtype": args.dtype,
                       "runs": runs}, indent=1))
 

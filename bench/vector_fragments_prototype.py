@@ -4,7 +4,7 @@ loads (docs/performance_notes.md, "Vector shared loads").
 It renders block_m=block_n=128, thread_m=thread_n=8, unroll_k=16 (over the unroll cap),
 transpose_a=true, pad=0, then rewrites the source: thread (tr, tc) takes rows tr*4 + {0..3} and
 tr*4 + 64 + {0..3} (columns alike) instead of tr + 16*i, and both tiles get alignment=16. It
-reports the interior k-tile's SASS (bench/sass.py) and checks the result against NumPy on the
+reports the interior k-tile's SASS (tuner/sass.py) and checks the result against NumPy on the
 simulator, in a child process (the simulator takes no alignment, so the child drops it; it does
 not change the arithmetic).
 
@@ -52,22 +52,20 @@ def prototype_source() -> str:
 
 
 def static(source: str) -> dict:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from sass import k_tile_path, sass_of
+    from numba import cuda, types
 
     from tuner.kernel import import_source
-    from tuner.resources import assemble, report_from
-    from numba import cuda, types
+    from tuner.resources import assemble, interior_k_tile, report_from
 
     module = import_source(source, "cuda")
     matrix = types.float32[:, ::1]
     ptx, _ = cuda.compile_ptx(module.matmul.py_func, (matrix, matrix, matrix, types.float32, types.float32),
                               cc=(9, 0), launch_bounds=CONFIG.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        sass = sass_of(ptx, Path(tmp))
-    return {**report_from(assemble(ptx), 0.0).as_dict(),
-            "ptx_shared_loads": sorted(set(re.findall(r"ld\.shared\S*", ptx))),
-            "interior_k_tile": k_tile_path(sass, 8 * 8 * CONFIG.block_k, sum(CONFIG.loads_per_thread))}
+        cubin = Path(tmp, "kernel.cubin")
+        resources = report_from(assemble(ptx, cubin=cubin), 0.0)
+        return {**resources.as_dict(), "ptx_shared_loads": sorted(set(re.findall(r"ld\.shared\S*", ptx))),
+                "interior_k_tile": interior_k_tile(cubin, CONFIG)}
 
 
 def main():

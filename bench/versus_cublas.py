@@ -5,6 +5,7 @@
 For each dtype and shape it times, with the search's protocol (device events, L2 flushed before
 each repetition, median):
 - the tuned kernel (`tuner.get_kernel`, from the cache present; untuned if none);
+- the flagship configuration of the dtype (`tuner.space.FLAGSHIPS`, the highest static ceiling);
 - cuBLAS through CuPy: strict FP32 (CuPy's TF32 stays off unless CUPY_TF32=1, recorded) and FP64;
 - the seed's `fast_matmul` (TPB=16) and its naive kernel, from ../shared/seeds, with the bounds
   fixed only as far as the shapes need: the K loop runs over ceil(K/16) tiles instead of the
@@ -32,9 +33,12 @@ from numba import cuda  # a global, as the simulator needs for a kernel's `cuda`
 
 import tuner
 from tuner import DISTRIBUTION
+from tuner.backends import CUDA
 from tuner.devices import software
+from tuner.kernel import load
 from tuner.measure import GPU_PROTOCOL, Protocol, time_launch
 from tuner.runtime import detect_runtime
+from tuner.space import FLAGSHIPS, Space
 
 SHAPES = ["1024,1024,1024", "4096,4096,4096", "8192,8192,8192", "1000,1000,1000", "4096,4096,128", "127,4099,513"]
 TPB = 16
@@ -107,6 +111,10 @@ def _compare(runtime, cupy, dtype: str, shape: tuple[int, int, int]) -> list[dic
     C = cuda.device_array((m, n), dtype)
     record("tuned", tuned.kernel.bind(dA, dB, C), C, config=tuned.config.as_dict(), tuned=tuned.tuned,
            tuned_for=tuned.tuned_for.key if tuned.tuned_for else None)
+    config = FLAGSHIPS.get(dtype)
+    if config is not None:
+        C = cuda.device_array((m, n), dtype)
+        record("flagship", load(Space.of(CUDA, dtype), config).bind(dA, dB, C), C, config=config.as_dict())
     if cupy is not None:
         cA, cB = cupy.asarray(A), cupy.asarray(B)
         cC = cupy.empty((m, n), dtype)

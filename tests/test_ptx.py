@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tuner.space import FLAGSHIPS
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -66,3 +68,29 @@ def test_every_valid_configuration_compiles(dtype, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads(done.stdout[done.stdout.index("{"):])
     assert summary["coverage"] == 1.0 and summary["failed"] == 0
+
+
+def test_fma_fraction_and_compile_seconds_are_reported():
+    report = _resources("block_m=64", "block_n=64", "thread_m=4", "thread_n=4", "unroll_k=4")
+    assert 0.3 < report["fma_fraction"] < 1 and report["fma_fraction_missing"] == ""
+    assert report["compile_seconds"] >= report["ptx_seconds"] > 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_flagship_issues_mostly_multiply_adds_without_spills(dtype):
+    """About 20 s each: the fully unrolled 8x8 vector tile is the slowest variant to compile."""
+    report = _resources("--dtype", dtype, *FLAGSHIPS[dtype].describe().split())
+    assert report["fma_fraction"] >= 0.80 and report["spills"] is False and report["registers"] <= 255
+
+
+def test_without_nvdisasm_there_is_no_fma_fraction_and_the_reason_says_why(tmp_path):
+    from tuner.sass import NoDisassembler, nvdisasm_beside
+
+    with pytest.raises(NoDisassembler, match="pip install nvidia-cuda-nvdisasm"):
+        nvdisasm_beside(str(tmp_path / "ptxas"))
+
+
+def test_roc_has_no_static_count():
+    done = subprocess.run([sys.executable, "-m", "tuner", "resources", "--backend", "roc"],
+                          capture_output=True, text=True, env=_compiler_env())
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no static count exists for roc" in done.stderr

@@ -32,6 +32,19 @@ def _set(path: str, value):
     return _edited(edit)
 
 
+def test_a_record_from_before_a_parameter_existed_loads_with_its_neutral_value(tmp_path):
+    old = copy.deepcopy(GOOD)
+    for entry in (old["best"], *old["runners_up"]):
+        del entry["config"]["vector_fragments"], entry["config"]["min_blocks"], entry["config"]["double_buffer"]
+    path = cache.record_path(tmp_path, H100.slug, Problem(64, 64, 64).key)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(old))
+    loaded = cache.read_record(path)
+    assert record.configs(loaded) == [Config(), SEED]
+    assert all(not c.vector_fragments and c.min_blocks == 0 and not c.double_buffer
+               for c in record.valid_configs(loaded))
+
+
 HOSTILE = {
     "truncated": (json.dumps(GOOD)[:300], "unreadable"),
     "binary garbage": ("\x00\xff\xfe" * 10, "unreadable"),

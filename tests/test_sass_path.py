@@ -1,11 +1,5 @@
-"""bench/sass.py counts what one k-tile of an interior block issues, on a hand-written SASS loop."""
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("bench_sass", ROOT / "bench" / "sass.py")
-sass = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sass)
+"""tuner/sass.py counts what one k-tile of an interior block issues, on a hand-written SASS loop."""
+from tuner import sass
 
 # A k-tile loop: store, barrier, then an unguarded load (fast) or a bounds-checked one (guarded),
 # then a rolled inner loop of one shared load and two FFMAs, then a barrier.

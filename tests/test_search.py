@@ -214,3 +214,33 @@ def test_a_search_writes_only_what_its_study_measured(tmp_path):
     assert all(entry["measurement"]["gflops"] == measured[json.dumps(entry["config"], sort_keys=True)]
                for entry in ranked)
     assert max(entry["measurement"]["gflops"] for entry in ranked) < 1e8
+
+
+def test_a_configuration_whose_static_ceiling_is_below_half_the_best_is_never_measured(tmp_path):
+    """Ceilings stand in for fma_fraction (the simulator compiles nothing): the seed kernel's 1x1
+    tile, queued by the warm start, is told invalid with the reason and costs no device time."""
+    from tuner.ceiling import Ceilings
+
+    counted = []
+
+    def count(config):
+        counted.append(config)
+        return 0.8 if config == FIRST else 0.2 if config.thread_m == 1 else 0.6
+
+    search = _search(tmp_path)
+    search.ceilings = Ceilings(tmp_path / "ceilings.json", count)
+    search.run(trials=3, timeout=None)
+    measured = [Config(**trial.params) for trial in _measured(search)]
+    assert FIRST in measured and all(config.thread_m != 1 for config in measured)
+    pruned = [trial for trial in search.study.trials if "static ceiling 0.20" in str(trial.user_attrs.get("reasons"))]
+    assert SEED in [Config(**trial.params) for trial in pruned]
+    assert len(counted) == len(set(counted))  # counted once each, then read from the file
+    assert Ceilings(tmp_path / "ceilings.json", count).of(SEED) == 0.2 and counted.count(SEED) == 1
+
+
+def test_with_nothing_better_left_the_ceiling_no_longer_prunes():
+    from tuner.ceiling import NOTHING_BETTER_LEFT, why_not_measure
+
+    assert "below half of the best seen in the study, 0.80" in why_not_measure(0.3, 0.8, 0)
+    assert why_not_measure(0.5, 0.8, 0) == "" and why_not_measure(None, 0.8, 0) == ""
+    assert why_not_measure(0.3, 0.8, NOTHING_BETTER_LEFT) == ""

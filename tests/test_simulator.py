@@ -18,7 +18,7 @@ import pytest
 from tuner.backends import CUDA, ROC
 from tuner.config import Config
 from tuner.kernel import load
-from tuner.space import SEED, Space
+from tuner.space import FLAGSHIPS, SEED, Space
 
 # Relative error bounds against a float64 reference (float16: inputs rounded, float32 accumulation).
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-5}
@@ -48,16 +48,36 @@ def _cases():
         "wide-block-few-threads": Config(block_m=16, block_n=128, block_k=8, thread_m=4, thread_n=8,
                                          unroll_k=2, transpose_a=True, prefetch=True),
         "block_k-32": Config(block_m=32, block_n=64, block_k=32, thread_m=2, thread_n=4, unroll_k=8, pad=0),
+        # Vector fragments (the simulator runs them without the alignment hint): groups of 4 rows
+        # and columns, fully unrolled or rolled, in aligned and unpadded tiles, with launch bounds.
+        "vector-full-unroll": Config(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, unroll_k=8,
+                                     transpose_a=True, pad=4, vector_fragments=True),
+        "vector-8x4-rolled": Config(block_m=64, block_n=32, block_k=8, thread_m=8, thread_n=4, unroll_k=1,
+                                    transpose_a=True, pad=0, vector_fragments=True, prefetch=False, min_blocks=1),
+        # One barrier per k-tile: K of 37 and 3 run several k-tiles through both buffers, and one.
+        "double-buffered": Config(block_m=64, block_n=32, block_k=8, thread_m=8, thread_n=4, unroll_k=2,
+                                  double_buffer=True),
+        "double-buffered-vector": Config(block_m=32, block_n=64, block_k=8, thread_m=4, thread_n=8, unroll_k=8,
+                                         transpose_a=True, pad=4, vector_fragments=True, double_buffer=True,
+                                         prefetch=False),
     }
     cases = [(CUDA, "float32", config, name) for name, config in named.items()]
+    cases += [(CUDA, dtype, named["vector-full-unroll"], "vector-full-unroll") for dtype in ("float64", "float16")]
+
     cases += [(ROC, "float32", named["seed"], "seed"), (ROC, "float64", named["default"], "default"),
+              (ROC, "float32", named["double-buffered"], "double-buffered"),
+              (CUDA, "float64", named["double-buffered-vector"], "double-buffered-vector"),
               (ROC, "float32", named["wide-block-few-threads"], "wide-block-few-threads")]
     cases += [(CUDA, "float16", named["default"], "default"), (CUDA, "float64", named["8x8-register-tile"], "8x8")]
     for backend in (CUDA, ROC):
         for dtype in backend.dtypes:
             space = Space.of(backend, dtype)
             cases += [(backend, dtype, c, f"sample{i}") for i, c in enumerate(_sample(space, 2))]
-    return [pytest.param(b, d, c, id=f"{b.name}-{d}-{n}") for b, d, c, n in cases]
+    # The flagships (docs/kernels.md): 256 simulated threads through 1,024 multiply-adds per k-tile
+    # take about 45 s each, so they run with -m sweep; the small vector tiles above run the same code.
+    return [pytest.param(b, d, c, id=f"{b.name}-{d}-{n}") for b, d, c, n in cases] + [
+        pytest.param(CUDA, dtype, config, id=f"cuda-{dtype}-flagship", marks=pytest.mark.sweep)
+        for dtype, config in FLAGSHIPS.items()]
 
 
 def _inputs(rng, m, n, k, dtype):
@@ -159,7 +179,8 @@ def test_operands_that_would_read_out_of_bounds_are_refused(a_shape, b_shape, c_
 @pytest.mark.parametrize("config", [
     Config(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, unroll_k=4, prefetch=True),
     Config(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, unroll_k=2, prefetch=False, transpose_a=True),
-], ids=["prefetch", "no-prefetch-transposed"])
+    Config(block_m=64, block_n=32, block_k=8, thread_m=8, thread_n=4, unroll_k=2, double_buffer=True),
+], ids=["prefetch", "no-prefetch-transposed", "double-buffered"])
 def test_interior_tiles_take_the_unguarded_copy_and_edge_tiles_the_guarded_one(config):
     """70x67x21 on 32x32x8 tiles: blocks inside and across both edges, and a partial last k-tile.
 

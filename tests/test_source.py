@@ -37,15 +37,27 @@ def test_rendered_source_is_python_with_scalar_accumulators(backend, dtype):
 @pytest.mark.parametrize("config", [
     SEED, Config(prefetch=True), Config(prefetch=False, transpose_a=True),
     Config(block_k=16, thread_m=2, thread_n=2, unroll_k=16),
-], ids=["seed", "prefetch", "transposed", "full-unroll"])
+    Config(block_m=128, block_n=128, thread_m=8, thread_n=8, unroll_k=1, double_buffer=True),
+    Config(block_m=128, block_n=128, thread_m=8, thread_n=8, unroll_k=1, double_buffer=True, prefetch=False),
+], ids=["seed", "prefetch", "transposed", "full-unroll", "double-buffered", "double-buffered-no-prefetch"])
 def test_every_thread_reaches_every_barrier(config):
-    """No early return, and barriers sit in the k loop's body, outside any condition."""
+    """No early return, and barriers sit in the k loop's body (two), or one before it and one in
+    it when double-buffered, outside any condition."""
     source = render(Space.of(CUDA, "float32"), config)
     body = source.split('"""', 2)[2]
     assert "return" not in body
     barriers = re.findall(r"^( *)cuda\.syncthreads\(\)$", body, re.M)
-    assert barriers == [" " * 8, " " * 8]
+    assert barriers == [" " * 4 if config.double_buffer else " " * 8, " " * 8]
     assert re.search(r"^    for kt in range\(\(K \+ \d+\) // \d+\):$", body, re.M)
+
+
+def test_double_buffering_reads_one_buffer_and_writes_the_other():
+    config = Config(block_m=128, block_n=128, thread_m=8, thread_n=8, unroll_k=1, double_buffer=True)
+    source = render(Space.of(CUDA, "float32"), config)
+    assert "a_tile = cuda.shared.array(shape=(2, 128, 17)" in source
+    assert "s = uint64(kt & 1)\n        t = s ^ uint64(1)" in source
+    reads, writes = re.findall(r"= a_tile\[(\w), ", source), re.findall(r"a_tile\[(\w), [^\]]*\] = ", source)
+    assert set(reads) == {"s"} and set(writes) == {"t"}
 
 
 def test_unroll_and_prefetch_shape_the_k_loop():
@@ -69,6 +81,33 @@ def test_jit_options():
     # ptxas drops a register cap when launch bounds are present, so a capped kernel has none.
     assert "@cuda.jit(cache=True, max_registers=128)" in render(space, Config(max_registers=128))
     assert "@hip.jit(cache=True)\n" in render(Space.of(ROC, "float32"), Config())
+
+
+VECTOR_TILE = Config(block_m=128, block_n=128, thread_m=8, thread_n=8, unroll_k=16, transpose_a=True, pad=4,
+                     vector_fragments=True)
+
+
+def test_vector_fragments_are_groups_of_four_in_aligned_tiles():
+    source = render(Space.of(CUDA, "float32"), VECTOR_TILE)
+    assert "tr = uint64(tid // 16) * uint64(4)" in source
+    # Thread rows tr..tr+3, then 64 rows on: one 16-byte group each, read from the k-major A tile.
+    assert "a0 = a_tile[15, tr]" in source and "a3 = a_tile[15, tr + uint64(3)]" in source
+    assert "a4 = a_tile[15, tr + uint64(64)]" in source and "b7 = b_tile[15, tc + uint64(67)]" in source
+    assert source.count(", alignment=16)") == 2
+    assert "alignment" not in render(Space.of(CUDA, "float32"), Config())
+
+
+def test_simulated_source_drops_only_the_alignment_hint():
+    """Numba's simulator refuses alignment= ("not supported in cudasim"); nothing else may change."""
+    space = Space.of(CUDA, "float32")
+    compiled, simulated = render(space, VECTOR_TILE), render(space, VECTOR_TILE, simulated=True)
+    assert "alignment" not in simulated and compiled.replace(", alignment=16", "") == simulated
+
+
+def test_min_blocks_goes_into_the_launch_bounds():
+    space = Space.of(CUDA, "float32")
+    config = Config(block_m=128, block_n=64, thread_m=8, thread_n=4, unroll_k=2, min_blocks=2)
+    assert "@cuda.jit(cache=True, launch_bounds=(256, 2))" in render(space, config)
 
 
 def test_invalid_config_never_reaches_the_template():

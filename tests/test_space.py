@@ -1,9 +1,11 @@
 """The search space: domains, validity rules with their reasons, and the seed's place in it."""
+from pathlib import Path
+
 import pytest
 
 from tuner.backends import CUDA, ROC, get_backend
 from tuner.config import Config, parse_assignments
-from tuner.space import DOMAINS, SEED, InvalidConfig, Space
+from tuner.space import DOMAINS, FLAGSHIPS, SEED, InvalidConfig, Space
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +50,19 @@ def test_default_config_is_valid_everywhere():
     (dict(thread_m=8, thread_n=8, block_m=128, block_n=128, unroll_k=2), "multiply-adds per k-loop trip"),
     (dict(block_m=16, block_n=16, thread_m=1, thread_n=1, block_k=8, unroll_k=1), "do not split evenly"),
     (dict(thread_m=8, thread_n=8, block_m=128, block_n=128, unroll_k=1, max_registers=64), "below the about"),
+    (dict(vector_fragments=True, pad=0), "needs transpose_a=true"),
+    (dict(vector_fragments=True, transpose_a=True, pad=1), "misaligns the vector loads"),
+    (dict(vector_fragments=True, transpose_a=True, pad=0, block_n=32, thread_n=2), "multiples of 4"),
+    (dict(pad=4), "pad=4 is for vector fragments"),
+    (dict(thread_m=8, thread_n=8, block_m=128, block_n=128, unroll_k=16, transpose_a=True, pad=0),
+     "multiply-adds per k-loop trip"),
+    (dict(thread_m=8, thread_n=8, block_m=128, block_n=128, block_k=32, unroll_k=32, transpose_a=True, pad=4,
+          vector_fragments=True), "unrolls the k-tile into 2048 multiply-adds"),
+    (dict(block_m=128, thread_m=8, min_blocks=1, max_registers=128), "min_blocks needs launch bounds"),
+    (dict(min_blocks=1), "min_blocks is for register tiles of 32 or more accumulators, not 4x4"),
+    (dict(double_buffer=True), "double_buffer is for register tiles of 32 or more"),
+    (dict(thread_m=8, thread_n=8, block_m=128, block_n=128, block_k=32, unroll_k=1, min_blocks=2),
+     "registers of an SM"),
 ])
 def test_invalid_configs_are_rejected_with_the_reason(cuda32, changes, reason):
     config = Config(**{**Config().as_dict(), **changes})
@@ -70,6 +85,30 @@ def test_wavefront_of_64_on_roc():
     assert half.threads == 32
     assert Space.of(CUDA, "float32").violations(half) == []
     assert "64-wide warp of roc" in Space.of(ROC, "float32").violations(half)[0]
+
+
+def test_vector_fragments_fully_unrolled_are_in_the_cuda_space(cuda32):
+    """The unroll cap is lifted for them: the full unroll is where they reach an 85% FMA share."""
+    config = Config(block_m=128, block_n=128, thread_m=8, thread_n=8, unroll_k=16, transpose_a=True, pad=4,
+                    vector_fragments=True, min_blocks=1)
+    assert cuda32.violations(config) == []
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_docs_name_the_flagships_of_the_code(dtype):
+    """docs/kernels.md names each flagship on a line of its own, as the command line writes it."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "kernels.md").read_text()
+    assert f"\nflagship {dtype}: {FLAGSHIPS[dtype].describe()}\n" in text
+    assert Space.of(CUDA, dtype).violations(FLAGSHIPS[dtype]) == []
+
+
+def test_roc_has_no_vector_fragments_and_no_launch_bounds():
+    space = Space.of(ROC, "float32")
+    assert space.domains()["vector_fragments"] == (False,) and space.domains()["min_blocks"] == (0,)
+    with pytest.raises(InvalidConfig, match="shared arrays take no alignment"):
+        space.check(Config(vector_fragments=True, transpose_a=True, pad=4))
+    with pytest.raises(InvalidConfig, match="no launch bounds"):
+        space.check(Config(min_blocks=1))
 
 
 def test_roc_has_no_float16_and_no_register_cap():

@@ -28,7 +28,8 @@ class Backend:
     limits: Limits
     dtypes: tuple[str, ...]  # input dtypes the backend's compiler supports
     max_registers: bool  # whether the jit decorator accepts max_registers
-    launch_bounds: bool  # whether the jit decorator accepts launch_bounds
+    launch_bounds: bool  # whether the jit decorator accepts launch_bounds (threads, blocks per SM)
+    shared_alignment: bool  # whether shared.array accepts alignment=, which vector shared loads need
     visible_devices: str  # the environment variable that limits a process to some of the GPUs
     compiles_without_gpu: bool  # whether its kernels compile (to PTX) on a host without its GPU
 
@@ -48,6 +49,7 @@ CUDA = Backend(
     dtypes=("float32", "float64", "float16"),
     max_registers=True,
     launch_bounds=True,
+    shared_alignment=True,
     visible_devices="CUDA_VISIBLE_DEVICES",
     compiles_without_gpu=True,
 )
@@ -68,6 +70,9 @@ ROC = Backend(
     dtypes=("float32", "float64"),
     max_registers=False,
     launch_bounds=False,
+    # numba-hip mirrors an older numba.cuda API; alignment= is not known to exist there (unchecked
+    # on AMD hardware), so vector fragments stay out of the ROC space.
+    shared_alignment=False,
     visible_devices="HIP_VISIBLE_DEVICES",
     compiles_without_gpu=False,
 )

@@ -52,14 +52,16 @@ def _resources(args) -> None:
     if args.json:
         print(json.dumps({"config": config.as_dict(), **resources.as_dict()}))
         return
+    fma = (f"fma_fraction={resources.fma_fraction:.3f}" if resources.fma_fraction is not None
+           else f"fma_fraction=none ({resources.fma_fraction_missing})")
     print(f"registers={resources.registers} stack={resources.stack_bytes}B "
           f"spill stores={resources.spill_store_bytes}B spill loads={resources.spill_load_bytes}B "
-          f"shared={resources.shared_bytes}B compile_ptx={resources.ptx_seconds:.2f}s"
-          f"{'  SPILLS' if resources.spills else ''}")
+          f"shared={resources.shared_bytes}B compile_ptx={resources.ptx_seconds:.2f}s "
+          f"compile={resources.compile_seconds:.2f}s {fma}{'  SPILLS' if resources.spills else ''}")
 
 
-def _add_kernel_arguments(parser: argparse.ArgumentParser, backends=tuple(BACKENDS)) -> None:
-    parser.add_argument("--backend", required=True, choices=backends)
+def _add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", required=True, choices=tuple(BACKENDS))
     parser.add_argument("--dtype", default="float32", help="float32 (default), float64 or float16 (cuda only)")
     parser.add_argument("--seed-kernel", action="store_true", help="start from the seed kernel's configuration")
     parser.add_argument("assignments", nargs="*", metavar="NAME=VALUE",
@@ -83,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     resources = subparsers.add_parser(
         "resources", help="compile one configuration to PTX for sm_90 and print ptxas's resource report")
-    _add_kernel_arguments(resources, backends=("cuda",))
+    _add_kernel_arguments(resources)
     resources.add_argument("--json", action="store_true", help="print one JSON object")
     resources.set_defaults(run=_resources)
     commands.add_parsers(subparsers)

@@ -22,6 +22,11 @@ class Config:
     transpose_a: bool = False  # keep the A tile k-major (block_k x block_m) in shared memory
     prefetch: bool = True  # load the next k-tile into registers while computing this one
     max_registers: int = 0  # per-thread register cap passed to the compiler; 0 leaves it free
+    # Each thread's fragments as groups of 4 contiguous rows and columns, read from shared memory as
+    # vectors (ld.shared.v4 for float32); False strides them by the thread grid, as before it existed.
+    vector_fragments: bool = False
+    min_blocks: int = 0  # blocks per SM promised in the launch bounds; 0 promises only the block size
+    double_buffer: bool = False  # two buffers of each shared tile: one barrier per k-tile instead of two
 
     def __post_init__(self):
         for field in fields(self):
@@ -45,6 +50,16 @@ class Config:
     def threads(self) -> int:
         """Threads per block."""
         return self.threads_m * self.threads_n
+
+    @property
+    def fragment_rows(self) -> list[int]:
+        """Offsets of this thread's rows from its first one, within the block tile."""
+        return _fragment_offsets(self.thread_m, self.threads_m, self.vector_fragments)
+
+    @property
+    def fragment_cols(self) -> list[int]:
+        """Offsets of this thread's columns from its first one, within the block tile."""
+        return _fragment_offsets(self.thread_n, self.threads_n, self.vector_fragments)
 
     @property
     def a_tile_shape(self) -> tuple[int, int]:
@@ -73,6 +88,17 @@ class Config:
     @classmethod
     def names(cls) -> list[str]:
         return [field.name for field in fields(cls)]
+
+
+VECTOR = 4  # elements in one group of contiguous fragment rows or columns
+
+
+def _fragment_offsets(count: int, threads: int, vector: bool) -> list[int]:
+    """Strided by the thread grid; or in groups of VECTOR contiguous ones, the groups strided by
+    VECTOR times the thread grid (the first one of thread t is then VECTOR * t)."""
+    if not vector:
+        return [i * threads for i in range(count)]
+    return [i % VECTOR + i // VECTOR * VECTOR * threads for i in range(count)]
 
 
 def format_value(value) -> str:

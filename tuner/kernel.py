@@ -250,5 +250,5 @@ class Kernel:
 def load(space: Space, config: Config, directory: Path | None = None) -> Kernel:
     """Render, write and import the kernel for `config` in `space` (kernel files in `directory`,
     by default kernel_dir())."""
-    module = import_source(render(space, config), space.backend.module, directory)
+    module = import_source(render(space, config, simulated=simulating()), space.backend.module, directory)
     return Kernel(space, config, Path(module.__file__), module.matmul)

@@ -119,7 +119,25 @@ DEVICE = {
     "memory_bytes": Count(), "clock_khz": Count(), "l2_bytes": Count(), "driver": Text(), "runtime": Text(),
     "software": MapOf(Text()), "peak_gflops": MapOf(Number(positive=True)), "fingerprint": Text(),
 }
-CONFIG = {name: OneOf(domain) for name, domain in DOMAINS.items()}
+# Parameters added after records of FORMAT 1 were first written, with their neutral values (the
+# kernel as it was before each existed): a configuration without one loads with that value.
+ADDED = {name: Config.__dataclass_fields__[name].default for name in ("vector_fragments", "min_blocks",
+                                                                      "double_buffer")}
+
+
+class Parameters:
+    """A configuration: every parameter a point of its domain, those in ADDED possibly absent."""
+
+    def __init__(self):
+        self.fields = {name: OneOf(domain) for name, domain in DOMAINS.items()}
+
+    def __call__(self, value, where: str) -> str:
+        if not isinstance(value, dict):
+            return f"{where} must be an object"
+        return check({**ADDED, **value}, self.fields, where)
+
+
+CONFIG = Parameters()
 MEASUREMENT = {
     "status": OneOf(("ok",)), "reason": Text(), "relative_error": Number(optional=True),
     "seconds": Number(positive=True), "spread": Number(optional=True), "reps": Count(1),
@@ -140,7 +158,7 @@ SCHEMA = {
     "searched": {"started": Timestamp(), "finished": Timestamp()},
     "study": {"name": Text(), "storage": Text()},
 }
-assert set(CONFIG) == {field.name for field in fields(Config)}
+assert set(CONFIG.fields) == {field.name for field in fields(Config)}
 
 
 def check(value, schema, where: str) -> str:

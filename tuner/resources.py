@@ -1,7 +1,9 @@
 """Static resource report of a generated CUDA kernel, without a GPU.
 
 The kernel is compiled to PTX by numba.cuda.compile_ptx, then assembled by ptxas -v, which
-reports registers per thread, stack frame, spill bytes and shared memory.
+reports registers per thread, stack frame, spill bytes and shared memory. Where nvdisasm is
+installed, the SASS gives the share of multiply-adds among the instructions one interior k-tile
+issues (tuner/sass.py): the kernel's static ceiling, as a fraction of the FP32 (FP64) peak.
 """
 import importlib.util
 import re
@@ -12,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import sass
 from .config import Config
 from .kernel import import_source
 from .runtime import simulating
@@ -27,7 +30,8 @@ class ReportUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Resources:
-    """What ptxas reports for one kernel, and how long compile_ptx took."""
+    """What ptxas reports for one kernel, how long compiling took, and the FMA share of one
+    interior k-tile's SASS (None, with the reason, where it cannot be counted)."""
 
     registers: int
     stack_bytes: int
@@ -35,6 +39,14 @@ class Resources:
     spill_load_bytes: int
     shared_bytes: int
     ptx_seconds: float
+    ptxas_seconds: float = 0.0
+    fma_fraction: float | None = None
+    fma_fraction_missing: str = ""
+
+    @property
+    def compile_seconds(self) -> float:
+        """PTX plus ptxas: what one variant costs the search before it runs."""
+        return self.ptx_seconds + self.ptxas_seconds
 
     @property
     def spills(self) -> bool:
@@ -42,7 +54,7 @@ class Resources:
         return bool(self.spill_store_bytes or self.spill_load_bytes)
 
     def as_dict(self) -> dict:
-        return dict(asdict(self), spills=self.spills)
+        return dict(asdict(self), spills=self.spills, compile_seconds=round(self.compile_seconds, 3))
 
 
 def ptxas_path() -> str:
@@ -67,7 +79,8 @@ def compile_ptx(space: Space, config: Config, arch: tuple[int, int] = ARCH,
     """The PTX of `config`'s kernel for `arch` (its file in the kernel `directory`, by default
     kernel_dir()), and the seconds compile_ptx took."""
     if space.backend.name != "cuda":
-        raise ReportUnavailable(f"the PTX resource report is for the cuda backend, not {space.backend.name}")
+        raise ReportUnavailable(f"no static count exists for {space.backend.name}: the resource report and "
+                                "fma_fraction come from PTX, ptxas and nvdisasm, which are NVIDIA's")
     if simulating():
         raise ReportUnavailable("the resource report needs Numba's compiler: unset NUMBA_ENABLE_CUDASIM")
     from numba import cuda
@@ -91,12 +104,13 @@ def _field(pattern: str, text: str) -> int:
     return int(match.group(1))
 
 
-def assemble(ptx: str, arch: tuple[int, int] = ARCH, max_registers: int = 0) -> str:
-    """ptxas -v's report for `ptx`."""
+def assemble(ptx: str, arch: tuple[int, int] = ARCH, max_registers: int = 0, cubin: Path | None = None) -> str:
+    """ptxas -v's report for `ptx`; the assembled kernel goes to `cubin` if given."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp, "kernel.ptx")
         path.write_text(ptx)
-        command = [ptxas_path(), f"-arch=sm_{arch[0]}{arch[1]}", "-v", str(path), "-o", str(Path(tmp, "kernel.cubin"))]
+        output = cubin or Path(tmp, "kernel.cubin")
+        command = [ptxas_path(), f"-arch=sm_{arch[0]}{arch[1]}", "-v", str(path), "-o", str(output)]
         if max_registers:
             command.insert(1, f"-maxrregcount={max_registers}")
         done = subprocess.run(command, capture_output=True, text=True)
@@ -105,8 +119,8 @@ def assemble(ptx: str, arch: tuple[int, int] = ARCH, max_registers: int = 0) -> 
     return done.stdout + done.stderr
 
 
-def report_from(ptxas_output: str, ptx_seconds: float) -> Resources:
-    """Parse ptxas -v's report."""
+def report_from(ptxas_output: str, ptx_seconds: float, **counts) -> Resources:
+    """Parse ptxas -v's report; `counts` are the Resources fields that come from elsewhere."""
     return Resources(
         registers=_field(r"Used (\d+) registers", ptxas_output),
         stack_bytes=_field(r"(\d+) bytes stack frame", ptxas_output),
@@ -114,10 +128,28 @@ def report_from(ptxas_output: str, ptx_seconds: float) -> Resources:
         spill_load_bytes=_field(r"(\d+) bytes spill loads", ptxas_output),
         shared_bytes=_field(r"(\d+) bytes smem", ptxas_output) if "bytes smem" in ptxas_output else 0,
         ptx_seconds=ptx_seconds,
+        **counts,
     )
 
 
+def interior_k_tile(cubin: Path, config: Config) -> dict:
+    """What one k-tile of an interior block issues (tuner/sass.py), from the assembled kernel."""
+    return sass.k_tile_path(sass.disassemble(cubin, ptxas_path()), config.thread_m * config.thread_n * config.block_k,
+                            sum(config.loads_per_thread))
+
+
 def report(space: Space, config: Config, arch: tuple[int, int] = ARCH, directory: Path | None = None) -> Resources:
-    """Registers, stack, spills and shared memory of `config`'s kernel as compiled for `arch`."""
+    """Registers, stack, spills, shared memory, compile time and FMA share of `config`'s kernel
+    as compiled for `arch` (its file in the kernel `directory`, by default kernel_dir())."""
     ptx, seconds = compile_ptx(space, config, arch, directory)
-    return report_from(assemble(ptx, arch, config.max_registers), seconds)
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp, "kernel.cubin")
+        start = time.perf_counter()
+        output = assemble(ptx, arch, config.max_registers, cubin)
+        counts = {"ptxas_seconds": time.perf_counter() - start}
+        try:
+            path = interior_k_tile(cubin, config)
+            counts["fma_fraction"] = round(path["multiply_adds"] / path["issued"], 4)
+        except (sass.NoDisassembler, ValueError) as missing:
+            counts["fma_fraction_missing"] = str(missing)
+    return report_from(output, seconds, **counts)

@@ -2,6 +2,7 @@
 
 Every suggestion becomes a finished trial, so the sampler learns from all of them:
 - statically invalid: never compiled; told 0 GFLOP/s with a constraint violation per broken rule;
+  so is one whose static ceiling is below half of the best seen, where it can be counted (ceiling.py);
 - already in the study: answered from its earlier trial, not measured again;
 - measured: verified, then timed; a compile, launch or correctness failure is infeasible (a
   constraint), not an ignored FAIL trial.
@@ -22,6 +23,7 @@ import optuna
 from optuna.trial import TrialState
 
 from . import cache, record
+from .ceiling import NOTHING_BETTER_LEFT, Ceilings, why_not_measure
 from .compile_ahead import CompileAheadFailed, CompilePool
 from .config import Config
 from .kernel import kernel_dir, private_dir
@@ -37,7 +39,7 @@ from .storage import (CLAIMED, HEARTBEAT_SECONDS, SPENT, SharedStorage, config_k
 _STARTED = tuple(state for state in TrialState if state != TrialState.WAITING)
 # Stop when this many suggestions in a row were invalid or already measured: the sampler has
 # converged, or the valid space is exhausted.
-MAX_UNMEASURED_IN_A_ROW = 500
+MAX_UNMEASURED_IN_A_ROW = 2 * NOTHING_BETTER_LEFT
 # A CUDA fault leaves the context unusable, so every later launch in the process fails too.
 MAX_LAUNCH_FAILURES_IN_A_ROW = 3
 
@@ -178,6 +180,10 @@ class Search:
         self.history = {config_key(trial.params): trial
                         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                         if is_measured(trial)}
+        self.ceilings = Ceilings.where_countable(runtime, self.space, root)
+        seen = [trial.user_attrs["ceiling"] for trial in self.study.get_trials(deepcopy=False)
+                if trial.user_attrs.get("ceiling") is not None]
+        self.best_ceiling = max(seen, default=None)
 
     def enqueue(self, configs: list[Config]) -> list[Config]:
         """Queue the configurations the study has neither measured, claimed nor queued; those
@@ -292,7 +298,7 @@ class Search:
             self._tell(trial, "invalid", 0.0, len(reasons), reasons=reasons)
             outcome.invalid += 1
             outcome.unmeasured_in_a_row += 1
-        elif not self._answered_from_history(trial, key, outcome):
+        elif not self._answered_from_history(trial, key, outcome) and not self._below_ceiling(trial, config, outcome):
             self._pending.append((trial, config, key))
             if pool:
                 pool.submit(key, params)
@@ -334,6 +340,22 @@ class Search:
             return False
         self._tell(trial, "duplicate", earlier.value, 0.0 if _passed(earlier) else 1.0, duplicate_of=earlier.number)
         outcome.duplicates += 1
+        outcome.unmeasured_in_a_row += 1
+        return True
+
+    def _below_ceiling(self, trial, config: Config, outcome: Outcome) -> bool:
+        """Whether `config`'s static ceiling rules it out (ceiling.py), told as invalid with the
+        reason. Its ceiling joins the study's as a trial attribute either way."""
+        ceiling = self.ceilings.of(config) if self.ceilings else None
+        if ceiling is None:
+            return False
+        reason = why_not_measure(ceiling, self.best_ceiling, outcome.unmeasured_in_a_row)
+        self.best_ceiling = max(ceiling, self.best_ceiling or 0.0)
+        trial.set_user_attr("ceiling", ceiling)
+        if not reason:
+            return False
+        self._tell(trial, "invalid", 0.0, 1.0, reasons=[reason])
+        outcome.invalid += 1
         outcome.unmeasured_in_a_row += 1
         return True
 

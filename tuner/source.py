@@ -4,10 +4,11 @@ from importlib.resources import files
 
 import jinja2
 
-from .config import Config
+from .config import VECTOR, Config
 from .space import Space
 
 TEMPLATE = "matmul.py.j2"
+SHARED_ALIGNMENT = 16  # bytes: what a 16-byte vector load from shared memory needs
 
 
 @cache
@@ -38,19 +39,24 @@ def jit_options(space: Space, config: Config) -> str:
     return ", ".join(options)
 
 
-def launch_bounds_of(space: Space, config: Config) -> int | None:
-    """Threads per block to promise the compiler, where the backend takes launch bounds.
+def launch_bounds_of(space: Space, config: Config) -> int | tuple[int, int] | None:
+    """Threads per block to promise the compiler, with the blocks per SM where min_blocks asks
+    for them, where the backend takes launch bounds.
 
     Not with max_registers: ptxas silently drops a register cap when launch bounds are present.
     """
     if space.backend.launch_bounds and not config.max_registers:
-        return config.threads
+        return (config.threads, config.min_blocks) if config.min_blocks else config.threads
     return None
 
 
-def render(space: Space, config: Config) -> str:
-    """The kernel source for `config`, which must be valid in `space` (checked here)."""
+def render(space: Space, config: Config, simulated: bool = False) -> str:
+    """The kernel source for `config`, which must be valid in `space` (checked here).
+
+    `simulated` drops the shared arrays' alignment, which Numba's simulator refuses, and only that.
+    """
     space.check(config)
+    aligned = config.vector_fragments and not simulated
     precision = space.precision
     context = dict(
         config.as_dict(),
@@ -65,6 +71,13 @@ def render(space: Space, config: Config) -> str:
         threads=config.threads,
         threads_m=config.threads_m,
         threads_n=config.threads_n,
+        fragment_rows=config.fragment_rows,
+        fragment_cols=config.fragment_cols,
+        vector=VECTOR,
+        alignment=f", alignment={SHARED_ALIGNMENT}" if aligned else "",
+        buffers="2, " if config.double_buffer else "",
+        read="s, " if config.double_buffer else "",
+        write="t, " if config.double_buffer else "",
         a_shape=config.a_tile_shape,
         a_loads=_tile_loads(config.threads, config.block_m, config.block_k),
         b_loads=_tile_loads(config.threads, config.block_k, config.block_n),

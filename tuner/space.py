@@ -3,10 +3,10 @@
 A configuration that breaks a rule is rejected here, with the reason, before anything compiles.
 """
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .backends import Backend
-from .config import Config, format_value
+from .config import VECTOR, Config, format_value
 from .dtypes import PRECISIONS, Precision
 
 DOMAINS = {
@@ -16,17 +16,27 @@ DOMAINS = {
     "thread_m": (1, 2, 4, 8),
     "thread_n": (1, 2, 4, 8),
     "unroll_k": (1, 2, 4, 8, 16, 32),
-    "pad": (0, 1),
+    "pad": (0, 1, 4),
     "transpose_a": (False, True),
     "prefetch": (False, True),
     "max_registers": (0, 64, 128),
+    "vector_fragments": (False, True),
+    "min_blocks": (0, 1, 2),
+    "double_buffer": (False, True),
 }
 
 # The seed's fast_matmul (TPB=16): 16x16 threads, one output each, 16-wide k-tiles, no extras.
 SEED = Config(
     block_m=16, block_n=16, block_k=16, thread_m=1, thread_n=1, unroll_k=1, pad=0,
-    transpose_a=False, prefetch=False, max_registers=0,
+    transpose_a=False, prefetch=False, max_registers=0, vector_fragments=False, min_blocks=0,
+    double_buffer=False,
 )
+
+# Per dtype, the configuration with the highest static ceiling that compiles without spills, among
+# bench/ceilings.py's candidates (docs/kernels.md): what a GPU run times first.
+_VECTOR_8X8 = Config(block_m=128, block_n=128, block_k=16, thread_m=8, thread_n=8, unroll_k=16, pad=4,
+                     transpose_a=True, prefetch=True, vector_fragments=True)
+FLAGSHIPS = {"float32": _VECTOR_8X8, "float64": replace(_VECTOR_8X8, min_blocks=1)}
 
 # Registers a kernel needs besides its tiles: indices, pointers, bounds and loop counters.
 REGISTER_OVERHEAD = 24
@@ -35,6 +45,16 @@ REGISTER_OVERHEAD = 24
 # code slowly: an 8x8 tile took 6 s at 64 per trip and 20 s at 1024, for no fewer registers
 # (bench/results/unroll_compile_time.json). GPU timings may justify raising it.
 MAX_UNROLLED_MULTIPLY_ADDS = 64
+
+# Multiply-adds a fully unrolled k-tile may emit, for vector fragments, where removing the k loop
+# is what lifts the FMA share of the issued instructions (docs/kernels.md has the compile times).
+MAX_FULLY_UNROLLED_MULTIPLY_ADDS = 1024
+
+# Accumulators per thread from which launch bounds and double buffering can pay: such a tile takes
+# 128 registers or more, so an SM holds at most two blocks of 256 threads, too few to hide a
+# barrier, and ptxas's own register choice is where the 8x8 tile spilled
+# (bench/results/ceilings_float32.json).
+LARGE_TILE = 32
 
 # Elements of each tile one thread may copy per k-tile. Every copy is a guarded load, and with
 # prefetch also a live register: 32-thread blocks copying 64 took over 30 s to compile and spilled.
@@ -70,12 +90,17 @@ class Space:
         domains = dict(DOMAINS)
         if not self.backend.max_registers:
             domains["max_registers"] = (0,)
+        if not self.backend.launch_bounds:
+            domains["min_blocks"] = (0,)
+        if not self.backend.shared_alignment:
+            domains["vector_fragments"] = (False,)
         return domains
 
     def shared_memory(self, config: Config) -> int:
-        """Bytes of shared memory the A and B tiles take, padding included."""
+        """Bytes of shared memory the A and B tiles take, padding and second buffers included."""
         (a_rows, a_cols), (b_rows, b_cols) = config.a_tile_shape, config.b_tile_shape
-        return (a_rows * a_cols + b_rows * b_cols) * self.precision.input_bytes
+        buffers = 2 if config.double_buffer else 1
+        return buffers * (a_rows * a_cols + b_rows * b_cols) * self.precision.input_bytes
 
     def registers(self, config: Config) -> int:
         """An estimate of the 32-bit registers per thread: accumulators, fragments, staging.
@@ -94,6 +119,11 @@ class Space:
         reasons = []
         if config.max_registers and not self.backend.max_registers:
             return [f"max_registers is not available on {self.backend.name}: its compiler takes no register cap"]
+        if config.min_blocks and not self.backend.launch_bounds:
+            return [f"min_blocks is not available on {self.backend.name}: its compiler takes no launch bounds"]
+        if config.vector_fragments and not self.backend.shared_alignment:
+            return [f"vector_fragments is not available on {self.backend.name}: its shared arrays take no "
+                    "alignment, which vector loads need"]
         for name, domain in self.domains().items():
             value = getattr(config, name)
             if value not in domain:
@@ -141,14 +171,52 @@ class Space:
             if config.max_registers * threads > limits.registers_per_block:
                 reasons.append(f"max_registers={config.max_registers} x {threads} threads exceeds "
                                f"the {limits.registers_per_block} registers of a block")
+        reasons += self._vector_violations(config) + self._large_tile_violations(config, registers)
         if max(config.thread_m, config.thread_n) > 2 * min(config.thread_m, config.thread_n):
             reasons.append(f"the {config.thread_m}x{config.thread_n} register tile is elongated beyond 2:1: "
                            "it loads more operands per multiply-add than a squarer one")
         unrolled = config.thread_m * config.thread_n * config.unroll_k
-        if unrolled > MAX_UNROLLED_MULTIPLY_ADDS:
+        if config.unroll_k == config.block_k and config.vector_fragments:
+            if unrolled > MAX_FULLY_UNROLLED_MULTIPLY_ADDS:
+                reasons.append(f"unroll_k={config.unroll_k} unrolls the k-tile into {unrolled} multiply-adds, "
+                               f"over {MAX_FULLY_UNROLLED_MULTIPLY_ADDS}; compiling them takes too long")
+        elif unrolled > MAX_UNROLLED_MULTIPLY_ADDS:
             reasons.append(f"unroll_k={config.unroll_k} emits {unrolled} multiply-adds per k-loop trip, "
                            f"over {MAX_UNROLLED_MULTIPLY_ADDS}; compiling them takes too long")
         return reasons
+
+    @staticmethod
+    def _vector_violations(config: Config) -> list[str]:
+        """What vector fragments (and pad=4, which is theirs) need of the tile layout."""
+        if not config.vector_fragments:
+            return [f"pad={config.pad} is for vector fragments; use pad 0 or 1"] if config.pad == VECTOR else []
+        reasons = []
+        if not config.transpose_a:
+            reasons.append("vector_fragments needs transpose_a=true: a thread's rows are contiguous only in "
+                           "a k-major A tile")
+        if config.thread_m % VECTOR or config.thread_n % VECTOR:
+            reasons.append(f"vector_fragments needs thread_m and thread_n to be multiples of {VECTOR}")
+        if config.pad % VECTOR:
+            reasons.append(f"pad={config.pad} misaligns the vector loads of each tile row; use pad 0 or {VECTOR}")
+        return reasons
+
+    def _large_tile_violations(self, config: Config, registers: int) -> list[str]:
+        """Where min_blocks and double_buffer may be used, and what a promise of min_blocks needs."""
+        reasons = [f"{name} is for register tiles of {LARGE_TILE} or more accumulators, not "
+                   f"{config.thread_m}x{config.thread_n}: smaller ones leave an SM blocks enough to hide barriers"
+                   for name in ("min_blocks", "double_buffer") if getattr(config, name)
+                   and config.thread_m * config.thread_n < LARGE_TILE]
+        if reasons or not config.min_blocks:
+            return reasons
+        if config.max_registers:
+            return ["min_blocks needs launch bounds, which max_registers turns off"]
+        # Two blocks of at most 1024 threads fit an SM's 2048; its registers (as many as a block may
+        # use) are what a promise of min_blocks can break.
+        limits = self.backend.limits
+        if config.min_blocks * config.threads * registers > limits.registers_per_block:
+            return [f"min_blocks={config.min_blocks} x {config.threads} threads x about {registers} registers "
+                    f"exceed the {limits.registers_per_block} registers of an SM"]
+        return []
 
     def check(self, config: Config) -> Config:
         """`config` if it is valid here; otherwise InvalidConfig naming the first broken rule."""

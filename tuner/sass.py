@@ -1,8 +1,8 @@
 """What one k-tile of an interior block issues, read from the SASS of a compiled kernel.
 
-ptxas assembles the PTX into a cubin for sm_90 and nvdisasm (pip install nvidia-cuda-nvdisasm)
-prints its SASS. The k-tile loop is the backward branch whose body holds the most FFMA/DFMA.
-Inside it, the path of an interior block is the cheapest way through the loop body that still
+ptxas assembles the PTX into a cubin (tuner/resources.py) and nvdisasm (pip install
+nvidia-cuda-nvdisasm) prints its SASS. The k-tile loop is the backward branch whose body holds
+the most FFMA/DFMA. Inside it, the path of an interior block is the cheapest way through the loop body that still
 issues every global load of the tile: bounds-checked loads sit in branches that skip them, and
 a path skipping loads is an edge block. Instructions inside an inner loop (the rolled k loop)
 count once per trip, the trips being whatever gives the tile's multiply-adds. This is a static
@@ -13,27 +13,28 @@ import re
 import subprocess
 from pathlib import Path
 
-from tuner.resources import ptxas_path
-
 LINE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);", re.M)
 LABEL = re.compile(r"^(\.L_x_\d+):", re.M)
 TARGET = re.compile(r"`\((\.L_x_\d+)\)")
 MULTIPLY_ADD = ("FFMA", "DFMA", "HFMA2")
 
 
-def nvdisasm_path() -> str:
-    path = Path(ptxas_path()).with_name("nvdisasm")
+class NoDisassembler(FileNotFoundError):
+    """nvdisasm is not installed beside ptxas."""
+
+
+def nvdisasm_beside(ptxas: str) -> str:
+    """nvdisasm from the same toolkit as `ptxas` (the nvidia-cuda-nvdisasm wheel puts it there)."""
+    path = Path(ptxas).with_name("nvdisasm")
     if not path.is_file():
-        raise FileNotFoundError("nvdisasm not found beside ptxas: pip install nvidia-cuda-nvdisasm")
+        raise NoDisassembler("nvdisasm not found beside ptxas: pip install nvidia-cuda-nvdisasm (in the tests extra)")
     return str(path)
 
 
-def sass_of(ptx: str, workdir: Path, arch: str = "sm_90") -> str:
-    """The SASS of `ptx` as ptxas assembles it for `arch` (ptxas's default -O3)."""
-    ptx_file, cubin = workdir / "kernel.ptx", workdir / "kernel.cubin"
-    ptx_file.write_text(ptx)
-    subprocess.run([ptxas_path(), f"-arch={arch}", str(ptx_file), "-o", str(cubin)], check=True)
-    return subprocess.run([nvdisasm_path(), "-c", str(cubin)], check=True, capture_output=True, text=True).stdout
+def disassemble(cubin: Path, ptxas: str) -> str:
+    """The SASS of an assembled kernel."""
+    return subprocess.run([nvdisasm_beside(ptxas), "-c", str(cubin)], check=True, capture_output=True,
+                          text=True).stdout
 
 
 def _instructions(sass: str):

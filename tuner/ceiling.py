@@ -1,0 +1,81 @@
+"""Static ceilings: which configurations are worth device time, known before any is spent.
+
+A configuration's ceiling is its fma_fraction (tuner/resources.py): the share of multiply-adds
+among the instructions one interior k-tile issues, a bound on its fraction of the FP32 (FP64) peak.
+The search does not measure a configuration whose ceiling is below half of the best ceiling seen
+in its study, unless the study has nothing better left. A ceiling costs one compile (PTX, ptxas,
+nvdisasm), so it is kept on disk per template and configuration. Only numba-cuda outside the
+simulator, with nvdisasm, can count; elsewhere nothing is pruned.
+"""
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from .config import Config
+from .devices import templates_hash
+from .runtime import Runtime
+from .space import Space
+from .storage import config_key
+
+PRUNE_BELOW = 0.5  # of the best ceiling seen in the study
+# Suggestions in a row that were not measured after which the study has nothing better left, and
+# configurations are measured whatever their ceiling (search.py stops at twice as many).
+NOTHING_BETTER_LEFT = 250
+
+
+class Ceilings:
+    """The ceilings of one space's configurations, counted once each and kept in a JSON file."""
+
+    def __init__(self, path: Path, count: Callable[[Config], float | None]):
+        self.path, self.count = path, count
+        self.known = json.loads(path.read_text()) if path.is_file() else {}
+
+    @classmethod
+    def where_countable(cls, runtime: Runtime, space: Space, root: Path) -> "Ceilings | None":
+        """The ceilings of `space` kept under `root`, or None where they cannot be counted."""
+        from .resources import ReportUnavailable, ptxas_path
+        from .sass import NoDisassembler, nvdisasm_beside
+
+        if runtime.simulated or space.backend.name != "cuda":
+            return None
+        try:
+            nvdisasm_beside(ptxas_path())
+        except (ReportUnavailable, NoDisassembler):
+            return None
+        name = f"{space.backend.name}-{space.precision.name}-{templates_hash()}.json"
+        return cls(root / "ceilings" / name, lambda config: _fma_fraction(space, config))
+
+    def of(self, config: Config) -> float | None:
+        """`config`'s ceiling, counted now if it is not known yet; None if it cannot be counted."""
+        key = config_key(config.as_dict())
+        if key not in self.known:
+            self.known[key] = self.count(config)
+            self._save()
+        return self.known[key]
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=self.path.parent, suffix=".tmp", delete=False) as tmp:
+            json.dump(self.known, tmp)
+        os.replace(tmp.name, self.path)
+
+
+def _fma_fraction(space: Space, config: Config) -> float | None:
+    from .resources import ReportUnavailable, report
+
+    try:
+        return report(space, config).fma_fraction
+    except ReportUnavailable:
+        return None
+
+
+def why_not_measure(ceiling: float | None, best: float | None, unmeasured_in_a_row: int) -> str:
+    """Why a configuration with this ceiling is not worth device time, given the best ceiling
+    seen in the study; empty when it is."""
+    if ceiling is None or best is None or unmeasured_in_a_row >= NOTHING_BETTER_LEFT:
+        return ""
+    if ceiling < PRUNE_BELOW * best:
+        return f"static ceiling {ceiling:.2f} (fma_fraction) is below half of the best seen in the study, {best:.2f}"
+    return ""
