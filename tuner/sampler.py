@@ -35,7 +35,7 @@ EXPANDED = 2
 GOOD_FRACTION = 0.25
 NOISE = 0.3
 # The share of suggestions after the start that are global moves.
-GLOBAL_SHARE = 0.5
+GLOBAL_SHARE = 0.25
 # The most evaluated configurations the global move's joint density is centred on.
 GOOD_CAP = 25
 # The joint density's kernel: the weight kept on a best configuration's own value of a
