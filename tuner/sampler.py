@@ -160,6 +160,8 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         return [tuple(int(index) for index in candidates[int(np.argmax(preference))])]
 
     def _grow_pool(self) -> None:
+        """Draw POOL_DRAWS points at random; those never drawn before are tested, and the valid
+        ones join the pool."""
         drawn = self.rng.integers(self.sizes, size=(POOL_DRAWS, len(self.sizes)))
         codes, first = np.unique(drawn @ self.radix, return_index=True)
         new = ~np.isin(codes, self.drawn_codes)
