@@ -1,18 +1,27 @@
-"""Search efficiency on recorded spaces: the project's default search against Optuna's other
-samplers, random search and Kernel Tuner's strategies, on the same data (docs/search.md).
+"""The default search chosen by leave-one-space-out, and compared with Optuna's samplers and
+Kernel Tuner's strategies on every recorded space (docs/search.md).
 
-    python bench/replay_experiment.py OUTDIR [DATASET ...] [--seeds 20] [--workers 2]
+    python bench/replay_experiment.py [OUTDIR] [--seeds 100] [--long-seeds 30] [--kt-seeds 10] [--workers 2]
 
-DATASET defaults to every file in ../shared/data and every export in bench/data. For each, the
-project's samplers run 400 evaluations per seed (they do not depend on the budget, so the first N
-evaluations are the search of budget N), and Kernel Tuner's strategies run once per budget through
-bench/kernel_tuner_strategies.py (some of them plan by the budget). Raw runs go to
-OUTDIR/tuner-<dataset>.jsonl and OUTDIR/kernel_tuner-<dataset>.jsonl (appended, and skipped when
-present, so an interrupted experiment continues); then OUTDIR/summary.json, OUTDIR/table.md and
-OUTDIR/fraction_vs_evaluations.png are written from them, and the table is printed.
+Every file in ../shared/data is a space. Raw runs are appended to OUTDIR (default
+bench/results/search_efficiency), and runs already there are skipped, so an interrupted
+experiment continues:
+- candidates-<space>.jsonl: each candidate default (the `local` sampler with the constants in
+  CANDIDATES), seeds 0..seeds-1, 400 evaluations each (a search does not plan by its budget, so
+  its first N evaluations are the search of budget N);
+- tuner-<space>.jsonl: Optuna's TPE (400 evaluations for seeds below --long-seeds, 100 for the
+  rest: it costs seconds per run) and random search (400), with `evaluations` per line (lines
+  without it are 400-evaluation runs of an earlier experiment);
+- kernel_tuner-<space>.jsonl: Kernel Tuner's strategies, through bench/kernel_tuner_strategies.py,
+  --kt-seeds each, bayes_opt at budgets up to 100 only (a run of 400 costs about a minute).
+The selection: for each space held out, the candidate whose worst score over the other nine is
+best, a space's score being its mean fraction of the optimum averaged over the budgets; then the
+same rule on all ten picks the default that ships. summary.json (with versions, command and
+commit) and table.md are written from the raw runs, and the tables are printed.
 """
 import argparse
 import concurrent.futures
+import functools
 import json
 import os
 import statistics
@@ -21,42 +30,85 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
-from kernel_tuner_strategies import BUDGETS, STRATEGIES
+from kernel_tuner_strategies import STRATEGIES
 from provenance import provenance
 
 from tuner import recorded
+from tuner import sampler as module
 from tuner.replay import replay
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLERS = ("local", "tpe", "nsga2", "random")
+BUDGETS = (25, 50, 100, 200, 400)
+CANDIDATES = {f"global share {share}": {"GLOBAL_SHARE": share} for share in (0.1, 0.25, 0.5, 0.75)}
+BASELINES = ("tpe", "random")
+SLOW_STRATEGY, SLOW_BUDGETS = "bayes_opt", (25, 50, 100)
 
 
 def _stem(path: Path) -> str:
     return path.name.removesuffix(".gz").removesuffix(".json")
 
 
-def _tuner_run(path: str, sampler: str, seed: int, budget: int) -> dict:
-    run = replay(recorded.load(path), budget, sampler, seed)
-    return {"sampler": sampler, "seed": seed, "recorded_cost_seconds": run.cost_seconds,
+@functools.cache
+def _space(path: str) -> recorded.RecordedSpace:
+    return recorded.load(path)
+
+
+def _run(path: str, kind: str, name: str, seed: int, evaluations: int) -> dict:
+    """One replay: a candidate (the local sampler with its constants) or an Optuna sampler."""
+    changes = CANDIDATES.get(name, {}) if kind == "candidate" else {}
+    saved = {key: getattr(module, key) for key in changes}
+    for key, value in changes.items():
+        setattr(module, key, value)
+    try:
+        run = replay(_space(path), evaluations, "local" if kind == "candidate" else name, seed)
+    finally:
+        for key, value in saved.items():
+            setattr(module, key, value)
+    key = "candidate" if kind == "candidate" else "sampler"
+    return {key: name, "seed": seed, "evaluations": evaluations,
             "best_ms": [seconds * 1e3 if seconds != float("inf") else None for seconds in run.best_seconds]}
-
-
-def run_tuner(path: Path, out: Path, seeds: int, workers: int) -> None:
-    """The project's samplers, `seeds` runs each of max(BUDGETS) evaluations, appended to `out`."""
-    done = {(row["sampler"], row["seed"]) for row in _rows(out)}
-    todo = [(sampler, seed) for sampler in SAMPLERS for seed in range(seeds) if (sampler, seed) not in done]
-    with concurrent.futures.ProcessPoolExecutor(workers) as pool, out.open("a") as file:
-        futures = [pool.submit(_tuner_run, str(path), sampler, seed, max(BUDGETS)) for sampler, seed in todo]
-        for future in concurrent.futures.as_completed(futures):
-            row = future.result()
-            file.write(json.dumps(row) + "\n")
-            file.flush()
-            print(f"{path.name} {row['sampler']} seed {row['seed']}: {len(row['best_ms'])} evaluations",
-                  file=sys.stderr)
 
 
 def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _out(outdir: Path, path: Path, kind: str) -> Path:
+    return outdir / f"{'candidates' if kind == 'candidate' else 'tuner'}-{_stem(path)}.jsonl"
+
+
+def run_replays(spaces: list[Path], outdir: Path, seeds: int, long_seeds: int, workers: int) -> None:
+    """Every missing replay: the candidates, TPE's long runs, its short ones, then random search
+    seed by seed over the spaces (so that a run cut short leaves each space as many seeds)."""
+    phases = [[(path, "candidate", name, seed) for path in spaces for name in CANDIDATES for seed in range(seeds)],
+              [(path, "sampler", "tpe", seed) for path in spaces for seed in range(min(seeds, long_seeds))],
+              [(path, "sampler", "tpe", seed) for path in spaces for seed in range(long_seeds, seeds)],
+              [(path, "sampler", "random", seed) for seed in range(seeds) for path in spaces]]
+    done = {(path, kind): {(row.get(kind), row["seed"]) for row in _rows(_out(outdir, path, kind))}
+            for path in spaces for kind in ("candidate", "sampler")}
+    todo = [(path, kind, name, seed) for phase in phases for path, kind, name, seed in phase
+            if (name, seed) not in done[path, kind]]
+    with concurrent.futures.ProcessPoolExecutor(workers) as pool:
+        futures = {pool.submit(_run, str(path), kind, name, seed,
+                               100 if name == "tpe" and seed >= long_seeds else max(BUDGETS)): (path, kind)
+                   for path, kind, name, seed in todo}
+        for future in concurrent.futures.as_completed(futures):
+            path, kind = futures[future]
+            row = future.result()
+            with _out(outdir, path, kind).open("a") as file:
+                file.write(json.dumps(row) + "\n")
+            print(f"{_stem(path)} {row[kind]} seed {row['seed']}", file=sys.stderr, flush=True)
+
+
+def run_kernel_tuner(spaces: list[Path], outdir: Path, seeds: int) -> None:
+    script = str(ROOT / "bench" / "kernel_tuner_strategies.py")
+    for path in spaces:
+        out = str(outdir / f"kernel_tuner-{_stem(path)}.jsonl")
+        fast = [strategy for strategy in STRATEGIES if strategy != SLOW_STRATEGY]
+        subprocess.run([sys.executable, script, str(path), out, "--seeds", str(seeds), "--strategies", *fast],
+                       check=True)
+        subprocess.run([sys.executable, script, str(path), out, "--seeds", str(seeds), "--strategies", SLOW_STRATEGY,
+                        "--budgets", *map(str, SLOW_BUDGETS)], check=True)
 
 
 def _fraction(optimum_ms: float, best_ms: list, budget: int) -> float:
@@ -66,96 +118,142 @@ def _fraction(optimum_ms: float, best_ms: list, budget: int) -> float:
     return optimum_ms / found[-1] if found and found[-1] else 0.0
 
 
-def _cell(runs: list[tuple[float, int]]) -> dict:
-    fractions = [fraction for fraction, _ in runs]
-    return {"mean": statistics.fmean(fractions), "min": min(fractions),
-            "stdev": statistics.stdev(fractions) if len(fractions) > 1 else 0.0, "runs": len(runs),
-            "mean_evaluations": statistics.fmean(count for _, count in runs)}
+def _cell(fractions: list[float]) -> dict:
+    stdev = statistics.stdev(fractions) if len(fractions) > 1 else 0.0
+    return {"mean": statistics.fmean(fractions), "se": stdev / len(fractions) ** 0.5, "min": min(fractions),
+            "runs": len(fractions)}
 
 
-def summarize(datasets: list[Path], outdir: Path) -> dict:
-    """Per strategy and budget: the mean, min and standard deviation of the fraction of the
-    optimum, and the mean number of distinct configurations evaluated."""
+def summarize(spaces: list[Path], outdir: Path) -> dict:
+    """Per space, strategy and budget: the mean fraction of the optimum, its standard error,
+    the worst run and the number of runs."""
     summary = {}
-    for path in datasets:
-        optimum_ms = recorded.load(path).optimum * 1e3
+    for path in spaces:
+        optimum_ms = _space(str(path)).optimum * 1e3
         runs = {}
-        for row in _rows(outdir / f"tuner-{_stem(path)}.jsonl"):
+        for row in _rows(outdir / f"candidates-{_stem(path)}.jsonl"):
             for budget in BUDGETS:
-                runs.setdefault(f"tuner {row['sampler']}", {}).setdefault(budget, []).append(
-                    (_fraction(optimum_ms, row["best_ms"], budget), min(budget, len(row["best_ms"]))))
+                runs.setdefault(f"candidate {row['candidate']}", {}).setdefault(budget, []).append(
+                    _fraction(optimum_ms, row["best_ms"], budget))
+        for row in _rows(outdir / f"tuner-{_stem(path)}.jsonl"):
+            if row["sampler"] in BASELINES:
+                for budget in BUDGETS:
+                    if budget <= row.get("evaluations", max(BUDGETS)):
+                        runs.setdefault(f"tuner {row['sampler']}", {}).setdefault(budget, []).append(
+                            _fraction(optimum_ms, row["best_ms"], budget))
         for row in _rows(outdir / f"kernel_tuner-{_stem(path)}.jsonl"):
             runs.setdefault(f"kernel_tuner {row['strategy']}", {}).setdefault(row["budget"], []).append(
-                (_fraction(optimum_ms, row["best_ms"], row["budget"]), len(row["best_ms"])))
+                _fraction(optimum_ms, row["best_ms"], row["budget"]))
         summary[_stem(path)] = {strategy: {str(budget): _cell(cells) for budget, cells in sorted(by_budget.items())}
                                 for strategy, by_budget in runs.items()}
     return summary
 
 
-def table(summary: dict) -> str:
-    lines = []
-    for dataset, strategies in summary.items():
-        runs = {cell["runs"] for cells in strategies.values() for cell in cells.values()}
-        lines += [f"**{dataset}**: mean fraction of the optimum found over {'/'.join(map(str, sorted(runs)))} "
-                  "runs, and in brackets the mean number of distinct configurations evaluated", "",
-                  "| strategy | " + " | ".join(str(budget) for budget in BUDGETS) + " |",
-                  "| --- |" + " ---: |" * len(BUDGETS)]
+def _score(summary: dict, candidate: str, spaces: list[str]) -> float:
+    """The candidate's worst space among `spaces`, by its mean fraction averaged over the budgets."""
+    return min(statistics.fmean(summary[space][f"candidate {candidate}"][str(budget)]["mean"] for budget in BUDGETS)
+               for space in spaces)
+
+
+def pick(summary: dict, spaces: list[str]) -> str:
+    """The selection procedure: the candidate with the best worst-space score on `spaces`."""
+    return max(CANDIDATES, key=lambda candidate: _score(summary, candidate, spaces))
+
+
+def leave_one_space_out(summary: dict) -> dict:
+    """For each space, the candidate picked on the other nine and its scores on the held-out one."""
+    spaces = list(summary)
+    held_out = {}
+    for space in spaces:
+        chosen = pick(summary, [other for other in spaces if other != space])
+        held_out[space] = {"picked": chosen, "cells": summary[space][f"candidate {chosen}"]}
+    return {"held_out": held_out, "shipped": pick(summary, spaces)}
+
+
+def _best_rival(strategies: dict, budget: int) -> tuple[str, dict]:
+    """The best of TPE and Kernel Tuner's strategies at `budget`, by mean."""
+    rivals = {name: cells[str(budget)] for name, cells in strategies.items()
+              if (name == "tuner tpe" or name.startswith("kernel_tuner")) and str(budget) in cells}
+    name = max(rivals, key=lambda name: rivals[name]["mean"])
+    return name, rivals[name]
+
+
+def _text(cell: dict) -> str:
+    return f"{cell['mean']:.3f} ± {cell['se']:.3f}"
+
+
+def tables(summary: dict, selection: dict) -> str:
+    header = "| " + " | ".join(str(budget) for budget in BUDGETS) + " |"
+    lines = ["**Held out.** The default picked on the other nine spaces, scored on the one held out: mean "
+             "fraction of the optimum ± its standard error; below it, the best of TPE and Kernel Tuner's "
+             "strategies at that budget (`*`: the default is behind it by more than two standard errors)", "",
+             "| space | picked |" + header[1:], "| --- | --- |" + " ---: |" * len(BUDGETS)]
+    for space, held in selection["held_out"].items():
+        cells, rivals = [], []
+        for budget in BUDGETS:
+            cell = held["cells"][str(budget)]
+            name, rival = _best_rival(summary[space], budget)
+            behind = rival["mean"] - cell["mean"] > 2 * (cell["se"] ** 2 + rival["se"] ** 2) ** 0.5
+            cells.append(_text(cell) + (" *" if behind else ""))
+            rivals.append(f"{_text(rival)} ({name.split()[-1]})")
+        lines.append(f"| {space.removeprefix('benchmark_hub_')} | {held['picked']} | " + " | ".join(cells) + " |")
+        lines.append("| | best rival | " + " | ".join(rivals) + " |")
+
+    def worst(cell_of) -> str:
+        cells = []
+        for budget in BUDGETS:
+            found = {space: cell_of(space, budget) for space in summary}
+            space = min((space for space in found if found[space]), key=lambda space: found[space]["mean"])
+            cells.append(f"{_text(found[space])} ({space.removeprefix('benchmark_hub_')})")
+        return " | ".join(cells)
+
+    def best_kernel_tuner(space: str, budget: int) -> dict | None:
+        cells = [cells[str(budget)] for name, cells in summary[space].items()
+                 if name.startswith("kernel_tuner") and str(budget) in cells]
+        return max(cells, key=lambda cell: cell["mean"]) if cells else None
+
+    lines += ["", "| worst space |" + header[1:], "| --- |" + " ---: |" * len(BUDGETS),
+              "| the default, held out (leave-one-space-out) | "
+              + worst(lambda space, budget: selection["held_out"][space]["cells"][str(budget)]) + " |",
+              "| Optuna's TPE | " + worst(lambda space, budget: summary[space].get("tuner tpe", {}).get(str(budget))) + " |",
+              "| the best Kernel Tuner strategy of each space | " + worst(best_kernel_tuner) + " |", "",
+              f"Picked on all ten spaces, the default that ships: **{selection['shipped']}**.", ""]
+    for space, strategies in summary.items():
+        runs = sorted({cell["runs"] for cells in strategies.values() for cell in cells.values()})
+        lines += [f"**{space}**: mean fraction of the optimum ± its standard error "
+                  f"({'/'.join(map(str, runs))} runs per cell: see summary.json)", "",
+                  "| strategy |" + header[1:], "| --- |" + " ---: |" * len(BUDGETS)]
         for strategy, cells in strategies.items():
-            lines.append(f"| {strategy} | " + " | ".join(
-                f"{cells[str(budget)]['mean']:.3f} ({cells[str(budget)]['mean_evaluations']:.0f})"
-                if str(budget) in cells else "-" for budget in BUDGETS) + " |")
+            lines.append(f"| {strategy} | " + " | ".join(_text(cells[str(budget)]) if str(budget) in cells else "-"
+                                                       for budget in BUDGETS) + " |")
         lines.append("")
     return "\n".join(lines)
 
 
-def plot(summary: dict, target: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(1, len(summary), figsize=(6.5 * len(summary), 4.8), squeeze=False)
-    for axis, (dataset, strategies) in zip(axes[0], summary.items()):
-        for strategy, cells in strategies.items():
-            budgets = [budget for budget in BUDGETS if str(budget) in cells]
-            style = {"linewidth": 2.5, "color": "black"} if strategy == "tuner local" else {"linewidth": 1}
-            axis.plot(budgets, [cells[str(budget)]["mean"] for budget in budgets], marker="o", label=strategy, **style)
-        axis.set_xscale("log")
-        axis.minorticks_off()
-        axis.set_xticks(BUDGETS, [str(budget) for budget in BUDGETS])
-        axis.set_xlabel("evaluations")
-        axis.set_ylabel("fraction of the optimum (mean over seeds)")
-        axis.set_title(dataset, fontsize=10)
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(target, dpi=120)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("outdir", type=Path)
-    parser.add_argument("datasets", nargs="*", type=Path)
-    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("outdir", type=Path, nargs="?", default=ROOT / "bench" / "results" / "search_efficiency")
+    parser.add_argument("--seeds", type=int, default=100)
+    parser.add_argument("--long-seeds", type=int, default=30, help="TPE seeds that run 400 evaluations, not 100")
+    parser.add_argument("--kt-seeds", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--summarize-only", action="store_true", help="only summarize the raw runs already there")
     args = parser.parse_args()
-    datasets = args.datasets or sorted((ROOT.parent / "shared" / "data").glob("*.json.gz")) + sorted(
-        (ROOT / "bench" / "data").glob("*.kt.json.gz"))
+    spaces = sorted((ROOT.parent / "shared" / "data").glob("*.json.gz"))
     args.outdir.mkdir(parents=True, exist_ok=True)
-    for path in datasets:
-        recorded.load(path)
-        run_tuner(path, args.outdir / f"tuner-{_stem(path)}.jsonl", args.seeds, args.workers)
-        subprocess.run([sys.executable, str(ROOT / "bench" / "kernel_tuner_strategies.py"), str(path),
-                        str(args.outdir / f"kernel_tuner-{_stem(path)}.jsonl"), "--seeds", str(args.seeds),
-                        "--strategies", *STRATEGIES, "--budgets", *map(str, BUDGETS)], check=True)
-    summary = summarize(datasets, args.outdir)
+    if not args.summarize_only:
+        run_replays(spaces, args.outdir, args.seeds, args.long_seeds, args.workers)
+        run_kernel_tuner(spaces, args.outdir, args.kt_seeds)
+    summary = summarize(spaces, args.outdir)
+    selection = leave_one_space_out(summary)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     document = {**provenance(" ".join(["python", *sys.argv]), "CPU (replay of recorded measurements)"),
-                "search_versions": {name: version(name) for name in ("optuna", "kernel_tuner", "numpy")},
-                "datasets": [os.path.relpath(path, ROOT) for path in datasets], "seeds": args.seeds, "summary": summary}
+                "commit": commit, "search_versions": {name: version(name) for name in ("optuna", "kernel_tuner", "numpy")},
+                "spaces": [os.path.relpath(path, ROOT) for path in spaces], "candidates": CANDIDATES,
+                "selection": selection, "summary": summary}
     (args.outdir / "summary.json").write_text(json.dumps(document, indent=1))
-    (args.outdir / "table.md").write_text(table(summary))
-    plot(summary, args.outdir / "fraction_vs_evaluations.png")
-    print(table(summary))
+    (args.outdir / "table.md").write_text(tables(summary, selection))
+    print(tables(summary, selection))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import optuna
 import pytest
 
 from tuner import recorded
+from tuner import sampler as sampler_module
 from tuner.cli import main
 from tuner.config import Config
 from tuner.replay import replay, summarize
@@ -139,6 +140,16 @@ def test_the_default_search_suggests_only_new_valid_configurations_and_finds_the
             answer(study, trial, "measured", 1.0 / (space.results[key].seconds or float("inf")), 0.0)
         # Random search would find it within 60 of the 432 valid configurations one time in seven.
         assert BEST in seen, f"seed {seed}"
+
+
+def test_global_moves_alone_find_the_optimum_without_repeating_or_leaving_the_valid_space(space_file, monkeypatch):
+    monkeypatch.setattr(sampler_module, "GLOBAL_SHARE", 1.0)
+    space = recorded.load(space_file)
+    for seed in range(5):
+        run = replay(space, 60, "local", seed)
+        assert len(run.best_seconds) == 60  # the replay counts only new recorded configurations
+        # Random search would find the optimum within 60 of the 432 valid configurations one time in seven.
+        assert run.fraction(space.optimum) == 1.0, f"seed {seed}"
 
 
 def test_the_default_search_skips_what_other_workers_run_and_what_is_queued(space_file):
