@@ -215,7 +215,8 @@ def tables(summary: dict, selection: dict) -> str:
     lines += ["", "| worst space |" + header[1:], "| --- |" + " ---: |" * len(BUDGETS),
               "| the default, held out (leave-one-space-out) | "
               + worst(lambda space, budget: selection["held_out"][space]["cells"][str(budget)]) + " |",
-              "| Optuna's TPE | " + worst(lambda space, budget: summary[space].get("tuner tpe", {}).get(str(budget))) + " |",
+              "| Optuna's TPE | "
+              + worst(lambda space, budget: summary[space].get("tuner tpe", {}).get(str(budget))) + " |",
               "| the best Kernel Tuner strategy of each space | " + worst(best_kernel_tuner) + " |", "",
               f"Picked on all ten spaces, the default that ships: **{selection['shipped']}**.", ""]
     for space, strategies in summary.items():
@@ -248,7 +249,8 @@ def main() -> None:
     selection = leave_one_space_out(summary)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     document = {**provenance(" ".join(["python", *sys.argv]), "CPU (replay of recorded measurements)"),
-                "commit": commit, "search_versions": {name: version(name) for name in ("optuna", "kernel_tuner", "numpy")},
+                "commit": commit,
+                "search_versions": {name: version(name) for name in ("optuna", "kernel_tuner", "numpy")},
                 "spaces": [os.path.relpath(path, ROOT) for path in spaces], "candidates": CANDIDATES,
                 "selection": selection, "summary": summary}
     (args.outdir / "summary.json").write_text(json.dumps(document, indent=1))
