@@ -1,4 +1,5 @@
-"""Child processes that the tests interrupt."""
+"""Child processes that the tests interrupt, and finding them."""
+import os
 import signal
 
 
@@ -7,3 +8,18 @@ def answers_ctrl_c() -> None:
     A shell's background job ignores SIGINT, a child inherits that, and Python then installs no
     KeyboardInterrupt handler, so the test's Ctrl-C would go unheard."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def running_with(*words: str, without: str | None = None) -> list[int]:
+    """The pids of the processes whose command line holds every one of `words` as an argument,
+    and not `without` (read from /proc, so Linux only)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as file:
+                argv = file.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if all(word in argv for word in words) and (without is None or without not in argv):
+            found.append(int(entry))
+    return found

@@ -123,13 +123,16 @@ def _measured(study) -> list:
     return [t for t in study.trials if t.state.name == "COMPLETE" and t.user_attrs.get("kind") == "measured"]
 
 
-def test_ctrl_c_stops_cleanly_and_keeps_the_results(tmp_path):
+@pytest.mark.parametrize("stop, status, said", [(signal.SIGINT, 130, "interrupted"),
+                                                (signal.SIGTERM, 143, "terminated (SIGTERM)")],
+                         ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_stops_cleanly_and_keeps_the_results(tmp_path, stop, status, said):
     process = _start_search(tmp_path)
     _wait_for_measurements(tmp_path, process, 2)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     out, err = process.communicate(timeout=60)
-    assert process.returncode == 130 and "Traceback" not in err
-    assert "interrupted; completed trials are kept" in err
+    assert process.returncode == status and "Traceback" not in err
+    assert f"{said}; completed trials are kept" in err
     completed = re.search(r"trials \((\d+) completed\)", out).group(1)  # the same count in both lines
     assert f"failures by reason (the study's {completed} completed trials" in out
     study = _study(tmp_path)
@@ -154,15 +157,3 @@ def test_a_killed_search_loses_no_completed_trial_and_resumes(tmp_path, capsys):
     assert len(_measured(resumed)) == len(measured) + 1
     assert not [t for t in resumed.trials if t.state.name == "RUNNING"]  # the killed worker's trial failed
 
-
-def test_sigterm_stops_like_ctrl_c_and_exits_143(tmp_path):
-    process = _start_search(tmp_path)
-    _wait_for_measurements(tmp_path, process, 2)
-    process.send_signal(signal.SIGTERM)
-    out, err = process.communicate(timeout=60)
-    assert process.returncode == 143 and "Traceback" not in err
-    assert "terminated (SIGTERM); completed trials are kept" in err
-    study = _study(tmp_path)
-    assert not [t for t in study.trials if t.state.name == "RUNNING"]
-    [path] = cache.record_paths(tmp_path)
-    assert cache.read_record(path)["budget"]["measured"] == len(_measured(study)) >= 2

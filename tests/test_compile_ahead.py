@@ -10,7 +10,7 @@ import time
 
 import optuna
 import pytest
-from processes import answers_ctrl_c
+from processes import answers_ctrl_c, running_with
 
 from tuner import cache, compile_ahead
 from tuner.backends import CUDA
@@ -92,16 +92,7 @@ def test_a_pooled_search_measures_its_budget_each_configuration_once(tmp_path):
 
 
 def _compile_workers_of(root) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as file:
-                argv = file.read().split(b"\0")
-        except OSError:
-            continue
-        if b"tuner.compile_ahead" in argv and str(root / "kernels").encode() in argv:
-            found.append(int(entry))
-    return found
+    return running_with("tuner.compile_ahead", str(root / "kernels"))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

@@ -10,7 +10,7 @@ import time
 
 import optuna
 import pytest
-from processes import answers_ctrl_c
+from processes import answers_ctrl_c, running_with
 
 from tuner import cache
 from tuner.backends import CUDA, ROC
@@ -201,16 +201,7 @@ def test_workers_opening_a_new_postgresql_database_at_once_all_get_the_study(pos
 
 def _workers_of(root) -> list[int]:
     """The pids of the `tuner search` processes working on the cache `root`, --devices parents aside."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as file:
-                argv = file.read().split(b"\0")
-        except OSError:
-            continue
-        if str(root).encode() in argv and b"search" in argv and b"--devices" not in argv:
-            found.append(int(entry))
-    return found
+    return running_with(str(root), "search", without="--devices")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers follow their parent through Linux's prctl")
