@@ -96,10 +96,6 @@ class CompilePool:
             self._collect(wait=True)
         return self._done[key]
 
-    def pending(self) -> int:
-        """Configurations submitted and not yet compiled."""
-        return len(self._waiting) + len(self._busy)
-
     def close(self) -> None:
         """Stop every worker, at once."""
         for worker in self._idle + self._busy:
