@@ -7,9 +7,10 @@ Every suggestion becomes a finished trial, so the sampler learns from all of the
 - measured: verified, then timed; a compile, launch or correctness failure is infeasible (a
   constraint), not an ignored FAIL trial.
 FAIL is left to a trial that was interrupted, whose worker died (it is queued again), or that
-was asked for as the budget ran out. The study lives in persistent storage, so the same command
-resumes it, and several workers can share it (see storage.py); the cache record is rewritten
-after every measurement.
+was asked for as the budget ran out or ahead of a run's end. With compile workers, suggestions
+are asked ahead and compiled while earlier ones are measured (compile_ahead.py). The study
+lives in persistent storage, so the same command resumes it, and several workers can share it
+(see storage.py); the cache record is rewritten after every measurement.
 """
 import contextlib
 import os
