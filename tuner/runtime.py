@@ -130,8 +130,9 @@ class Runtime:
     def refuses(self, problem: Problem) -> str:
         """Why `problem` is too large to tune here, or "" if it is not."""
         shape = f"{problem.m}x{problem.n}x{problem.k}"
-        if self.too_slow(problem):
-            return self.too_slow(problem)
+        too_slow = self.too_slow(problem)
+        if too_slow:
+            return too_slow
         if not self.simulated and problem.operand_bytes > self.device.memory_bytes // 2:
             return (f"{shape} needs {problem.operand_bytes / 2**30:.1f} GiB of operands, over half of the "
                     f"device's {self.device.memory_bytes / 2**30:.0f} GiB")

@@ -216,12 +216,13 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0):
     library = _library(None, None)
     call = arrays.prepare(library.runtime, A, B, out, alpha, beta)
     m, n, k = call.shape
-    too_slow = library.runtime.too_slow(Problem(max(m, 1), max(n, 1), max(k, 1), call.dtype))
-    if too_slow:
-        raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
     if m and n:
+        problem = Problem(m, n, max(k, 1), call.dtype)
+        too_slow = library.runtime.too_slow(problem)
+        if too_slow:
+            raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
         with _lock:
-            kernel = library.kernel(Problem(m, n, max(k, 1), call.dtype)).kernel
+            kernel = library.kernel(problem).kernel
         # A grid has at most grid_rows row tiles: a taller product runs as several launches.
         rows = kernel.config.block_m * library.runtime.backend.limits.grid_rows
         parts = [(call.A, call.C)] if m <= rows else [
