@@ -4,7 +4,6 @@ from datetime import datetime, timezone
 from tuner import record
 from tuner.config import Config
 from tuner.devices import Device
-from tuner.measure import Measurement
 from tuner.problem import Problem
 
 H100 = Device(backend="cuda", name="NVIDIA H100 80GB HBM3", arch="sm_90", multiprocessors=132,
@@ -15,13 +14,13 @@ H100 = Device(backend="cuda", name="NVIDIA H100 80GB HBM3", arch="sm_90", multip
 
 
 def make_record(device: Device, problem: Problem, ranked: list[tuple[Config, float]],
-                finished: str = "2026-11-21T12:00:00+00:00") -> dict:
+                finished: str = "2026-11-21T12:00:00+00:00") -> record.Record:
     """A record of `ranked` (configuration, GFLOP/s) pairs, best first, measured on `device`."""
     clock = "simulated CPU time" if device.simulated else "GPU time (device events)"
-    entries = [record.entry(trial, config.as_dict(), Measurement(
+    entries = [record.Entry(trial, config, record.Measurement(
         "ok", relative_error=1e-7, seconds=problem.flops / gflops / 1e9, spread=0.01, reps=10, gflops=gflops,
-        clock=clock).as_dict()) for trial, (config, gflops) in enumerate(ranked)]
-    budget = {"trials": len(ranked), "measured": len(ranked), "failed": 0, "invalid": 0, "duplicates": 0,
-              "measuring_seconds": 1.5}
+        clock=clock)) for trial, (config, gflops) in enumerate(ranked)]
+    budget = record.Budget(trials=len(ranked), measured=len(ranked), failed=0, invalid=0, duplicates=0,
+                           measuring_seconds=1.5)
     moment = datetime.fromisoformat(finished).astimezone(timezone.utc)
     return record.make(device, problem, clock, entries, budget, (moment, moment), {"name": "test", "storage": "test"})

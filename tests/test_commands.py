@@ -106,7 +106,7 @@ def _wait_for_measurements(root, process, count: int) -> dict:
     while time.monotonic() < deadline and process.poll() is None:
         for path in cache.record_paths(root):
             record = cache.read_record(path)  # must parse at every moment
-            if record["budget"]["measured"] >= count:
+            if record.budget.measured >= count:
                 return record
         time.sleep(0.1)
     raise AssertionError(f"no record with {count} measurements: {process.communicate()}")
@@ -138,7 +138,7 @@ def test_ctrl_c_or_sigterm_stops_cleanly_and_keeps_the_results(tmp_path, stop, s
     study = _study(tmp_path)
     assert not [t for t in study.trials if t.state.name == "RUNNING"]
     [path] = cache.record_paths(tmp_path)
-    assert cache.read_record(path)["budget"]["measured"] == len(_measured(study)) >= 2
+    assert cache.read_record(path).budget.measured == len(_measured(study)) >= 2
 
 
 def test_a_killed_search_loses_no_completed_trial_and_resumes(tmp_path, capsys):
@@ -149,8 +149,8 @@ def test_a_killed_search_loses_no_completed_trial_and_resumes(tmp_path, capsys):
     time.sleep(ORPHAN_GRACE_SECONDS)  # a trial asked for but not yet signed by its worker is orphaned after this
     study = _study(tmp_path)
     measured = _measured(study)
-    assert len(measured) >= record["budget"]["measured"] >= 2
-    assert record["best"]["trial"] in [t.number for t in measured]
+    assert len(measured) >= record.budget.measured >= 2
+    assert record.best.trial in [t.number for t in measured]
     assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", str(len(measured) + 1),
                  "--cache-dir", str(tmp_path)]) == 0
     resumed = _study(tmp_path)

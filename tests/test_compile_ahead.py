@@ -83,7 +83,7 @@ def test_a_pooled_search_measures_its_budget_each_configuration_once(tmp_path):
     outcome = search.run(trials=None, timeout=None, budget=4, compile_workers=2, warm=False)
     trials = search.study.trials
     measured = [t for t in trials if t.user_attrs.get("kind") == "measured"]
-    assert outcome.spent and len(measured) == 4 and outcome.record["budget"]["measured"] == 4
+    assert outcome.spent and len(measured) == 4 and outcome.record.budget.measured == 4
     assert len({json.dumps(t.params, sort_keys=True) for t in measured}) == 4
     assert all(t.user_attrs["seconds"]["compile_ahead"] > 0 and "registers" in t.user_attrs["resources"]
                for t in measured)

@@ -43,7 +43,7 @@ def test_twenty_sigkills_at_random_moments_lose_nothing(tmp_path):
         assert seen.items() <= measured.items()
         seen = measured
         for path in cache.record_paths(tmp_path):
-            assert cache.read_record(path)["budget"]["measured"] <= len(measured)
+            assert cache.read_record(path).budget.measured <= len(measured)
     assert seen, "no kill came after a measurement"
     done = subprocess.run([*COMMAND, "--trials", str(len(seen) + 1), "--cache-dir", str(tmp_path)], env=environment,
                           capture_output=True, text=True, timeout=600)
@@ -52,6 +52,6 @@ def test_twenty_sigkills_at_random_moments_lose_nothing(tmp_path):
     assert seen.items() <= final.items() and len(final) == len(seen) + 1
     [path] = cache.record_paths(tmp_path)
     record = cache.read_record(path)
-    assert record["budget"]["measured"] == len(final)
-    assert record["best"]["measurement"]["gflops"] == max(value for _, value in final.values())
+    assert record.budget.measured == len(final)
+    assert record.best.measurement.gflops == max(value for _, value in final.values())
     assert not list(tmp_path.rglob("*.tmp"))

@@ -9,12 +9,12 @@ import re
 import pytest
 from records import H100, make_record
 
-from tuner import cache, record
+from tuner import cache
 from tuner.config import Config
 from tuner.problem import Problem
 from tuner.space import SEED
 
-GOOD = make_record(H100, Problem(64, 64, 64), [(Config(), 900.0), (SEED, 300.0)])
+GOOD = make_record(H100, Problem(64, 64, 64), [(Config(), 900.0), (SEED, 300.0)]).as_dict()
 
 
 def _edited(edit):
@@ -32,28 +32,37 @@ def _set(path: str, value):
     return _edited(edit)
 
 
-def test_a_record_from_before_a_parameter_existed_loads_with_its_neutral_value(tmp_path):
-    old = copy.deepcopy(GOOD)
+def test_a_format_1_record_from_before_a_parameter_existed_loads_with_its_neutral_value(tmp_path):
+    old = {**copy.deepcopy(GOOD), "format": 1}
+    del old["family"]
     for entry in (old["best"], *old["runners_up"]):
         del entry["config"]["vector_fragments"], entry["config"]["min_blocks"], entry["config"]["double_buffer"]
     path = cache.record_path(tmp_path, H100.slug, Problem(64, 64, 64).key)
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(old))
     loaded = cache.read_record(path)
-    assert record.configs(loaded) == [Config(), SEED]
-    assert all(not c.vector_fragments and c.min_blocks == 0 and not c.double_buffer
-               for c in record.valid_configs(loaded))
+    assert loaded.configs == [Config(), SEED] and loaded.valid_configs() == [Config(), SEED]
+    assert loaded.family == "matmul" and loaded.as_dict() == GOOD
+
+
+def test_a_value_dropped_from_a_domain_loads_and_only_that_configuration_is_left_out(tmp_path):
+    path = cache.record_path(tmp_path, H100.slug, Problem(64, 64, 64).key)
+    path.parent.mkdir(parents=True)
+    path.write_text(_set("runners_up.0.config.block_k", 4))
+    loaded = cache.read_record(path)
+    assert loaded.configs[1].block_k == 4 and loaded.valid_configs() == [Config()]
 
 
 HOSTILE = {
     "truncated": (json.dumps(GOOD)[:300], "unreadable"),
     "binary garbage": ("\x00\xff\xfe" * 10, "unreadable"),
-    "a list, not an object": ("[1, 2, 3]", "not a format-1 tuner record"),
-    "a newer format": (_set("format", 2), "not a format-1 tuner record"),
+    "a list, not an object": ("[1, 2, 3]", "not a tuner record of a known format (1, 2)"),
+    "a newer format": (_set("format", 3), "not a tuner record of a known format (1, 2)"),
+    "another family": (_set("family", "conv2d"), "record.family must be one of matmul"),
     "code in a parameter": (_set("best.config.block_m", "__import__('os').system('touch pwned')"),
-                            "record.best.config.block_m must be one of"),
-    "a parameter out of range": (_set("best.config.block_m", 1 << 40), "record.best.config.block_m must be one of"),
-    "true posing as 1": (_set("best.config.thread_m", True), "record.best.config.thread_m must be one of"),
+                            "record.best.config.block_m must be an integer from 0"),
+    "a parameter out of range": (_set("best.config.block_m", 1 << 40), "record.best.config.block_m must be an integer"),
+    "true posing as 1": (_set("best.config.thread_m", True), "record.best.config.thread_m must be an integer"),
     "1 posing as true": (_set("best.config.prefetch", 1), "record.best.config.prefetch must be one of"),
     "an unknown parameter": (_set("best.config.__class__", "os.system"),
                              "record.best.config has an unknown field '__class__'"),
@@ -70,7 +79,7 @@ HOSTILE = {
     "a bad date": (_set("searched.finished", "yesterday"), "record.searched.finished must be an ISO 8601"),
     "an edited device": (_set("device.name", "NVIDIA B200"), "fingerprint does not match the device"),
     "float16 on roc": (_edited(lambda data: data.update(make_record(
-        dataclasses.replace(H100, backend="roc"), Problem(8, 8, 8, "float16"), [(Config(), 1.0)]))),
+        dataclasses.replace(H100, backend="roc"), Problem(8, 8, 8, "float16"), [(Config(), 1.0)]).as_dict())),
         "dtype float16 is not one of the roc backend's"),
     "deep nesting": ("[" * 100_000 + "]" * 100_000, "unreadable"),
     "over a megabyte": (json.dumps({**GOOD, "padding": " " * (2 << 20)}), "too large to be a record"),
@@ -81,8 +90,8 @@ def test_a_record_made_by_the_tuner_passes_the_schema(tmp_path):
     path = cache.record_path(tmp_path, H100.slug, Problem(64, 64, 64).key)
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(GOOD))
-    assert cache.read_record(path) == GOOD
-    assert record.configs(GOOD) == [Config(), SEED]
+    assert cache.read_record(path).as_dict() == GOOD
+    assert cache.read_record(path).configs == [Config(), SEED]
 
 
 @pytest.mark.parametrize("text, message", HOSTILE.values(), ids=HOSTILE.keys())

@@ -44,13 +44,13 @@ def test_a_template_change_re_renders_and_re_verifies_the_cached_configurations(
     assert f"{ELONGATED.describe()}: no longer valid: the 8x2 register tile is elongated" in out
     assert f"{SMALL.describe()}: 2 GFLOP/s (simulated) -> " in out
     record = _here(tmp_path)
-    assert {Config(**entry["config"]) for entry in [record["best"], *record["runners_up"]]} == {SMALL, Config()}
-    assert record["budget"]["measured"] == 2
+    assert {entry.config for entry in record.ranked} == {SMALL, Config()}
+    assert record.budget.measured == 2
     assert tuner.get_kernel(16, 16, 16, cache_dir=tmp_path).tuned
 
     assert _regenerate(tmp_path) == 0  # now current: nothing is measured again
     assert "float32-16x16x16: current" in capsys.readouterr().out
-    assert _here(tmp_path)["budget"]["measured"] == 2
+    assert _here(tmp_path).budget.measured == 2
 
 
 def test_a_new_gpu_re_tunes_each_known_shape_warm_started_from_the_others(tmp_path, capsys):
@@ -64,8 +64,8 @@ def test_a_new_gpu_re_tunes_each_known_shape_warm_started_from_the_others(tmp_pa
     assert "float32-16x16x16: re-tuned" in out and "before: 9000 GFLOP/s on NVIDIA H100" in out
     assert "8x8x8" not in out  # a roc record says nothing about a cuda device
     record = _here(tmp_path)
-    assert record["budget"]["measured"] == 2
-    measured = {Config(**entry["config"]) for entry in [record["best"], *record["runners_up"]]}
+    assert record.budget.measured == 2
+    measured = {entry.config for entry in record.ranked}
     assert SMALL in measured  # the other GPU's best was tried first
 
 
@@ -115,8 +115,9 @@ def test_a_product_whose_study_already_measured_the_configurations_gets_its_reco
     searched = cache.record_path(tmp_path, HERE.slug, PROBLEM.key)
     found = cache.read_record(searched)
     cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
-                       {**found, "fingerprint": OLD_TEMPLATES.fingerprint, "device": OLD_TEMPLATES.as_dict()})
+                       dataclasses.replace(found, device=OLD_TEMPLATES))
     searched.unlink()
     assert _regenerate(tmp_path) == 0
     assert "float32-16x16x16: re-verified" in capsys.readouterr().out
-    assert _here(tmp_path)["best"]["config"] == found["best"]["config"]
+    assert _here(tmp_path).best.config == found.best.config
+

@@ -10,7 +10,6 @@ import pytest
 from tuner import cache
 from tuner.backends import get_backend
 from tuner.cli import main
-from tuner.config import Config
 from tuner.report import failure_reasons
 from tuner.source import render
 from tuner.space import Space
@@ -82,8 +81,8 @@ def test_show_source_prints_the_best_configurations_kernel(searched, capsys):
     capsys.readouterr()
     assert main(["show", cache.record_id(root, path), "--source", "--cache-dir", str(root)]) == 0
     out = capsys.readouterr().out
-    source = render(Space.of(get_backend("cuda"), "float32"), Config(**found["best"]["config"]))
-    assert out.endswith(source) and "records hold no source" in out and found["study"]["name"] in out
+    source = render(Space.of(get_backend("cuda"), "float32"), found.best.config)
+    assert out.endswith(source) and "records hold no source" in out and found.study["name"] in out
     assert main(["show", cache.record_id(root, path), "--source", "--json", "--cache-dir", str(root)]) == 0
     assert json.loads(capsys.readouterr().out)["source"] == source
 

@@ -56,10 +56,10 @@ def test_search_caches_the_best_measured_variant(tmp_path, backend):
     assert outcome.measured == 2 and not outcome.interrupted
     record = cache.read_record(outcome.record_path)
     measured = _measured(search)
-    assert record["best"]["config"] in [t.params for t in measured]
-    assert record["best"]["measurement"]["gflops"] == max(t.value for t in measured)
-    assert record["best"]["measurement"]["clock"] == "simulated CPU time"
-    assert record["device"]["backend"] == backend.name and record["budget"]["measured"] == 2
+    assert record.best.config.as_dict() in [t.params for t in measured]
+    assert record.best.measurement.gflops == max(t.value for t in measured)
+    assert record.best.measurement.clock == "simulated CPU time"
+    assert record.device.backend == backend.name and record.budget.measured == 2
     # With nothing cached, the warm start comes first: the default configuration, then the seed's.
     assert [Config(**t.params) for t in measured] == [Config(), SEED]
 
@@ -76,8 +76,8 @@ def test_a_wrong_answer_never_wins(tmp_path, monkeypatch):
     assert "relative error" in planted[0].user_attrs["measurement"]["reason"]
     assert planted[0].system_attrs["constraints:feasible"] > 0
     record = outcome.record
-    assert FIRST.as_dict() not in [entry["config"] for entry in [record["best"], *record["runners_up"]]]
-    assert record["budget"]["failed"] == 1
+    assert FIRST.as_dict() not in [entry.config.as_dict() for entry in record.ranked]
+    assert record.budget.failed == 1
 
 
 def test_an_output_left_unwritten_fails_verification(tmp_path, monkeypatch):
@@ -112,7 +112,7 @@ def test_rerunning_resumes_without_measuring_again(tmp_path):
     assert len(search.study.trials) > trials_before
     keys = [json.dumps(t.params, sort_keys=True) for t in _measured(search)]
     assert len(keys) == 4 and len(set(keys)) == 4
-    assert cache.read_record(first.record_path)["budget"]["measured"] == 4
+    assert cache.read_record(first.record_path).budget.measured == 4
 
 
 def test_a_repeated_suggestion_is_answered_from_the_history(tmp_path):
@@ -147,7 +147,7 @@ def test_warm_start_takes_the_best_of_other_shapes(tmp_path):
     other = Search(open_runtime(CUDA, simulate=True), Problem(16, 32, 16), root=tmp_path)
     other.study.enqueue_trial(Config(block_m=32, block_n=32, thread_m=2, thread_n=2).as_dict())
     other.run(trials=1, timeout=None)
-    best = Config(**cache.read_record(other.path)["best"]["config"])
+    best = cache.read_record(other.path).best.config
     # Cached bests come first, ahead of the default configuration and the seed's.
     assert best not in (SEED, Config()) and _search(tmp_path).warm_start() == [best, Config(), SEED]
 
@@ -160,7 +160,7 @@ def test_ctrl_c_right_after_a_measurement_keeps_it(tmp_path):
     outcome = search.run(trials=5, timeout=None, progress=interrupt)
     assert outcome.interrupted and outcome.measured == 1
     assert [t.state.name for t in search.study.trials if t.user_attrs.get("kind")] == ["COMPLETE"]
-    assert cache.read_record(outcome.record_path)["budget"]["measured"] == 1
+    assert cache.read_record(outcome.record_path).budget.measured == 1
 
 
 def test_a_study_name_is_bound_to_its_device_and_problem(tmp_path):
@@ -175,7 +175,7 @@ def test_a_database_storage_gets_heartbeats_and_claims(tmp_path):
     assert outcome.spent and outcome.measured == 2 and search.shared.heartbeat == 3
     assert all(t.user_attrs["claim"] == json.dumps(t.params, sort_keys=True) for t in _measured(search))
     assert search.shared.storage.grace_period == 12  # four silent heartbeats
-    assert cache.read_record(outcome.record_path)["budget"]["measured"] == 2
+    assert cache.read_record(outcome.record_path).budget.measured == 2
 
 
 def test_a_trial_taken_for_dead_is_dropped_without_an_error(tmp_path):
@@ -190,7 +190,7 @@ def test_a_trial_taken_for_dead_is_dropped_without_an_error(tmp_path):
 def test_a_budget_already_spent_measures_nothing(tmp_path):
     _search(tmp_path).run(trials=None, timeout=None, budget=1)
     outcome = _search(tmp_path).run(trials=None, timeout=None, budget=1)
-    assert outcome.spent and outcome.measured == 0 and outcome.record["budget"]["measured"] == 1
+    assert outcome.spent and outcome.measured == 0 and outcome.record.budget.measured == 1
 
 
 def test_a_search_writes_only_what_its_study_measured(tmp_path):
@@ -202,18 +202,18 @@ def test_a_search_writes_only_what_its_study_measured(tmp_path):
     from records import H100, make_record
 
     invented = Config(block_m=32, block_n=32, thread_m=2, thread_n=2)
-    path.write_text(json.dumps(make_record(H100, PROBLEM, [(SEED, 1e9)])))  # another device's, moved here
+    path.write_text(json.dumps(make_record(H100, PROBLEM, [(SEED, 1e9)]).as_dict()))  # another device's, moved here
     record = _search(tmp_path).run(trials=1, timeout=None).record
-    assert record["fingerprint"] == runtime.device.fingerprint and record["best"]["measurement"]["gflops"] < 1e8
+    assert record.fingerprint == runtime.device.fingerprint and record.best.measurement.gflops < 1e8
     cache.write_record(path, make_record(runtime.device, PROBLEM, [(invented, 1e9), (SEED, 1e8)]))  # edited
     search = _search(tmp_path, name="another")
     outcome = search.run(trials=3, timeout=None)
     measured = {json.dumps(t.params, sort_keys=True): t.value for t in _measured(search)}
-    ranked = [outcome.record["best"], *outcome.record["runners_up"]]
+    ranked = list(outcome.record.ranked)
     assert [Config(**t.params) for t in _measured(search)][:2] == [invented, SEED]  # re-measured first
-    assert all(entry["measurement"]["gflops"] == measured[json.dumps(entry["config"], sort_keys=True)]
+    assert all(entry.measurement.gflops == measured[json.dumps(entry.config.as_dict(), sort_keys=True)]
                for entry in ranked)
-    assert max(entry["measurement"]["gflops"] for entry in ranked) < 1e8
+    assert max(entry.measurement.gflops for entry in ranked) < 1e8
 
 
 def test_a_configuration_whose_static_ceiling_is_below_half_the_best_is_never_measured(tmp_path):

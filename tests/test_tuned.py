@@ -46,13 +46,46 @@ def test_with_nothing_tuned_the_default_runs_after_one_warning(cache_dir):
         assert not tuner.get_kernel(100, 10, 1).tuned  # the same dtype: no second warning
 
 
-def test_records_of_other_devices_are_never_used_as_tuned(cache_dir):
+OTHER_SOFTWARE = dataclasses.replace(HERE, driver="another",
+                                     software={**HERE.software, "numba": "0.1", "templates": "x"})
+
+
+def test_records_of_other_gpu_models_are_never_used(cache_dir):
     _store(cache_dir, H100, Problem(16, 16, 16), [(SMALL, 9000.0)])
-    newer_templates = dataclasses.replace(HERE, software={**HERE.software, "templates": "older"})
-    _store(cache_dir, newer_templates, Problem(16, 16, 16), [(LARGE, 5.0)])
-    with pytest.warns(tuner.UntunedWarning, match="tuner regenerate --backend cuda --simulate"):
+    with pytest.warns(tuner.UntunedWarning, match="tuner search"):
         kernel = tuner.get_kernel(16, 16, 16)
-    assert not kernel.tuned and kernel.config not in (SMALL, LARGE)
+    assert not kernel.tuned and kernel.config != SMALL
+
+
+def test_a_record_of_this_gpu_model_under_other_software_is_used_once_verified(cache_dir):
+    path = _store(cache_dir, OTHER_SOFTWARE, Problem(16, 16, 16), [(SMALL, 5.0)])
+    with pytest.warns(tuner.OtherSoftwareWarning, match="under other software .driver another -> none, numba 0.1 -> "
+                      ".*passed verification here.*tuner regenerate --backend cuda --simulate") as caught:
+        kernel = tuner.get_kernel(16, 16, 16)
+    assert len(caught) == 1 and (kernel.tuned, kernel.config, kernel.record) == (True, SMALL, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # verified once: no second warning for another shape
+        assert tuner.get_kernel(20, 12, 16).config == SMALL
+    A, B = np.random.default_rng(0).random((2, 9, 9), dtype=np.float32)
+    np.testing.assert_allclose(tuner.matmul(A, B), A @ B, rtol=1e-5)
+
+
+def test_a_record_under_other_software_that_fails_verification_here_is_not_used(cache_dir, monkeypatch):
+    monkeypatch.setattr("tuner.tuned.verify_config", lambda *args: "relative error 1 exceeds 1e-04")
+    _store(cache_dir, OTHER_SOFTWARE, Problem(16, 16, 16), [(SMALL, 5.0)])
+    with pytest.warns(tuner.OtherSoftwareWarning, match="fails verification here .relative error 1"):
+        with pytest.warns(tuner.UntunedWarning):
+            kernel = tuner.get_kernel(16, 16, 16)
+    assert not kernel.tuned and kernel.config != SMALL
+
+
+def test_this_fingerprint_is_preferred_to_a_nearer_shape_under_other_software(cache_dir):
+    _store(cache_dir, OTHER_SOFTWARE, Problem(16, 16, 16), [(SMALL, 5.0)])
+    here = _store(cache_dir, HERE, Problem(64, 64, 64), [(LARGE, 1.0)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kernel = tuner.get_kernel(16, 16, 16)
+    assert (kernel.config, kernel.record) == (LARGE, here)
 
 
 def test_the_record_of_the_nearest_shape_is_used(cache_dir):

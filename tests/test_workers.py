@@ -88,8 +88,8 @@ def test_three_workers_share_one_study_and_survive_a_killed_one(tmp_path, reques
     [path] = cache.record_paths(tmp_path)
     record = cache.read_record(path)
     best = max((t for t in measured if t.user_attrs["measurement"]["status"] == "ok"), key=lambda t: t.value)
-    assert record["best"]["trial"] == best.number and record["best"]["config"] == best.params
-    assert record["budget"]["measured"] == BUDGET
+    assert record.best.trial == best.number and record.best.config.as_dict() == best.params
+    assert record.budget.measured == BUDGET
     assert not list(path.parent.glob("*.tmp"))
 
 

@@ -2,10 +2,10 @@
 on the GPU, and serves the tuned kernels to programs: `tuner.matmul(A, B)`."""
 from .config import Config
 from .space import SEED, Space
-from .tuned import SkippedRecordWarning, TunedKernel, UntunedWarning, get_kernel, matmul, reload
+from .tuned import OtherSoftwareWarning, SkippedRecordWarning, TunedKernel, UntunedWarning, get_kernel, matmul, reload
 
 # The name it is installed under: "tuner" on the package index is an unrelated project.
 DISTRIBUTION = "numba-matmul-tuner"
 
-__all__ = ["Config", "SEED", "Space", "SkippedRecordWarning", "TunedKernel", "UntunedWarning", "get_kernel",
-           "matmul", "reload"]
+__all__ = ["Config", "OtherSoftwareWarning", "SEED", "Space", "SkippedRecordWarning", "TunedKernel", "UntunedWarning",
+           "get_kernel", "matmul", "reload"]

@@ -17,6 +17,7 @@ import os
 import stat
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
@@ -70,8 +71,8 @@ def locked(path: Path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def read_record(path: Path) -> dict:
-    """The record in `path`, checked against the schema; CacheError saying what is wrong."""
+def read_record(path: Path) -> record.Record:
+    """The record in `path`, migrated and checked; CacheError saying what is wrong."""
     try:
         # Non-blocking, so that a FIFO or a device planted under the record's name cannot hang the reader.
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -84,37 +85,43 @@ def read_record(path: Path) -> dict:
         data = json.loads(raw)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise CacheError(f"{path}: unreadable ({type(error).__name__}: {str(error)[:200]})") from None
-    if not isinstance(data, dict) or data.get("format") != record.FORMAT:
-        raise CacheError(f"{path}: not a format-{record.FORMAT} tuner record")
-    problem = record.problems(data) or _misfiled(path, data)
+    try:
+        loaded = record.Record.from_dict(data)
+    except record.RecordError as error:
+        raise CacheError(f"{path}: {error}") from None
+    problem = _misfiled(path, loaded)
     if problem:
         raise CacheError(f"{path}: {problem}")
-    return data
+    return loaded
 
 
-def _misfiled(path: Path, data: dict) -> str:
+def _misfiled(path: Path, loaded: record.Record) -> str:
     """Why a sound record does not belong at `path`, or "" if it does."""
-    home = f"{record.device_of(data).slug}/{record.problem_of(data).key}.json"
-    if f"{path.parent.name}/{path.name}" == home:
+    if f"{path.parent.name}/{path.name}" == loaded.home:
         return ""
-    return f"holds the record of {home}, so it was moved or copied here by hand: move it back there, or delete it"
+    return (f"holds the record of {loaded.home}, so it was moved or copied here by hand: move it back there, "
+            "or delete it")
 
 
-def write_record(path: Path, new: dict) -> None:
+def write_record(path: Path, new: record.Record) -> None:
     """Store the record `new` at `path`, replacing what is there, under the record's lock."""
     with locked(path):
         store(path, new)
 
 
-def store(path: Path, new: dict) -> None:
+def store(path: Path, new: record.Record) -> None:
     """Write the record `new` to `path` atomically; the caller holds locked(path). A record that
-    would fail its own schema, or belongs elsewhere, is a bug here and is refused unwritten."""
-    problem = record.problems(new) or _misfiled(path, new)
+    would not load back, or belongs elsewhere, is a bug here and is refused unwritten."""
+    data = new.as_dict()
+    try:
+        problem = _misfiled(path, record.Record.from_dict(data))
+    except record.RecordError as error:
+        problem = str(error)
     if problem:
         raise AssertionError(f"refusing to write an invalid record to {path}: {problem}")
     for stale in path.parent.glob(f"{path.name}.*.tmp"):
         stale.unlink(missing_ok=True)  # under the lock, left only by a writer killed mid-write
-    text = json.dumps(new, indent=2, sort_keys=True) + "\n"
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f"{path.name}.", suffix=".tmp",
                                      delete=False) as tmp:
         tmp.write(text)
@@ -133,14 +140,42 @@ def record_id(root: Path, path: Path) -> str:
     return str(path.relative_to(root / "records").with_suffix(""))
 
 
-def readable_records(root: Path, skipped) -> list[tuple[Path, Path, dict]]:
-    """(root, path, record) for every record under the user's `root`, then the shipped ones,
-    that passes the schema; `skipped(error)` is called with the CacheError of every other one."""
-    found = []
-    for directory in (root, shipped_dir()):
-        for path in record_paths(directory):
-            try:
-                found.append((directory, path, read_record(path)))
-            except CacheError as error:
-                skipped(error)
-    return found
+@dataclass(frozen=True)
+class Stored:
+    """A readable record, where it was found, and its name in `tuner list`."""
+
+    record: record.Record
+    path: Path
+    id: str  # <device dir>/<dtype>-<shape>
+    shipped: bool  # from the project's read-only records rather than the user's cache
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Every readable record of the user's cache, then of the shipped ones; and why the others
+    could not be read. The one way modules look records up."""
+
+    stored: tuple[Stored, ...]
+    skipped: tuple[CacheError, ...]
+
+    @classmethod
+    def read(cls, root: Path) -> "Catalog":
+        stored, skipped = [], []
+        for directory in (root, shipped_dir()):
+            for path in record_paths(directory):
+                try:
+                    stored.append(Stored(read_record(path), path, record_id(directory, path), directory != root))
+                except CacheError as error:
+                    skipped.append(error)
+        return cls(tuple(stored), tuple(skipped))
+
+    def select(self, *, backend: str | None = None, fingerprint: str | None = None, model: dict | None = None,
+               dtype: str | None = None, problem=None) -> list[Stored]:
+        """The records that match every criterion given: the device's backend, fingerprint or
+        hardware model (Device.model), the product's dtype, or the product itself."""
+        return [found for found in self.stored
+                if (backend is None or found.record.device.backend == backend)
+                and (fingerprint is None or found.record.fingerprint == fingerprint)
+                and (model is None or found.record.device.model == model)
+                and (dtype is None or found.record.problem.dtype == dtype)
+                and (problem is None or found.record.problem == problem)]

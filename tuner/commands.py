@@ -134,35 +134,37 @@ def worker_command(args, simulated: bool) -> list[str]:
     return command
 
 
-def _print_record_summary(record: dict) -> None:
-    best = record["best"]["measurement"]
-    simulated = " (simulated CPU time)" if record["device"]["arch"] == "simulator" else ""
-    fraction = (f", {best['fraction_of_peak']:.1%} of peak" if best["fraction_of_peak"] is not None
+def _print_record_summary(record) -> None:
+    best = record.best.measurement
+    simulated = " (simulated CPU time)" if record.device.simulated else ""
+    fraction = (f", {best.fraction_of_peak:.1%} of peak" if best.fraction_of_peak is not None
                 else ", no peak to compare with" if simulated else ", peak unknown for this device")
-    print(f"best: {best['gflops']:.3g} GFLOP/s{simulated}{fraction}, median {best['seconds'] * 1e3:.3f} ms "
-          f"over {best['reps']} runs")
-    print("  " + " ".join(f"{name}={json.dumps(value)}" for name, value in record["best"]["config"].items()))
+    print(f"best: {best.gflops:.3g} GFLOP/s{simulated}{fraction}, median {best.seconds * 1e3:.3f} ms "
+          f"over {best.reps} runs")
+    print("  " + " ".join(f"{name}={json.dumps(value)}" for name, value in record.best.config.as_dict().items()))
 
 
-def _records(args) -> list[tuple[str, str, dict]]:
-    """(id, source, record) for the user's cache and the shipped one; unreadable ones are
-    reported on stderr and skipped."""
-    user = cache.cache_dir(args.cache_dir)
-    found = cache.readable_records(user, lambda error: print(f"tuner: skipping {error}", file=sys.stderr))
-    return [(cache.record_id(root, path), "user" if root == user else "shipped", data) for root, path, data in found]
+def _records(args) -> list[cache.Stored]:
+    """The records of the user's cache and the shipped one; unreadable ones are reported on
+    stderr and skipped."""
+    catalog = cache.Catalog.read(cache.cache_dir(args.cache_dir))
+    for error in catalog.skipped:
+        print(f"tuner: skipping {error}", file=sys.stderr)
+    return list(catalog.stored)
 
 
-def _summary(record_id: str, source: str, record: dict) -> dict:
-    best = record["best"]
-    return {"id": record_id, "source": source, "fingerprint": record["fingerprint"],
-            "device": record["device"]["name"], "backend": record["device"]["backend"],
-            "arch": record["device"]["arch"], "problem": record["problem"], "clock": record["clock"],
+def _summary(stored: cache.Stored) -> dict:
+    data = stored.record.as_dict()
+    best = data["best"]
+    return {"id": stored.id, "source": "shipped" if stored.shipped else "user", "fingerprint": data["fingerprint"],
+            "device": data["device"]["name"], "backend": data["device"]["backend"],
+            "arch": data["device"]["arch"], "problem": data["problem"], "clock": data["clock"],
             "gflops": best["measurement"]["gflops"], "fraction_of_peak": best["measurement"]["fraction_of_peak"],
-            "config": best["config"], "budget": record["budget"], "searched": record["searched"]}
+            "config": best["config"], "budget": data["budget"], "searched": data["searched"]}
 
 
 def _list(args) -> int:
-    rows = [_summary(*found) for found in _records(args)]
+    rows = [_summary(stored) for stored in _records(args)]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -176,43 +178,43 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
-    matches = [found for found in _records(args) if args.record in found[0]]
-    exact = [found for found in matches if found[0] == args.record]
+    matches = [stored for stored in _records(args) if args.record in stored.id]
+    exact = [stored for stored in matches if stored.id == args.record]
     if exact or len(matches) == 1:
-        record = (exact or matches)[0][2]  # the user's record before a shipped one of the same id
+        record = (exact or matches)[0].record  # the user's record before a shipped one of the same id
     else:
         raise ValueError(f"{len(matches)} records match {args.record!r}; "
                          "give a longer part of an id from `tuner list`" if matches else
                          f"no record matches {args.record!r}; `tuner list` shows the ids")
     source = _source(record) if args.source else None
     if args.json:
-        print(json.dumps({**record, "source": source} if args.source else record, indent=2, sort_keys=True))
+        data = record.as_dict()
+        print(json.dumps({**data, "source": source} if args.source else data, indent=2, sort_keys=True))
         return 0
-    device = record["device"]
-    print(f"{device['name']} ({device['arch']}, {device['multiprocessors']} multiprocessors), "
-          f"fingerprint {record['fingerprint']}; driver {device['driver']}; runtime {device['runtime']}")
-    print(f"problem {record['problem']}; times are {record['clock']}")
+    device, data = record.device, record.as_dict()
+    print(f"{device.name} ({device.arch}, {device.multiprocessors} multiprocessors), "
+          f"fingerprint {record.fingerprint}; driver {device.driver}; runtime {device.runtime}")
+    print(f"problem {data['problem']}; times are {record.clock}")
     _print_record_summary(record)
-    for entry in record["runners_up"]:
-        print(f"  runner-up: {entry['measurement']['gflops']:.3g} GFLOP/s  "
-              + " ".join(f"{name}={json.dumps(value)}" for name, value in entry["config"].items()))
-    print(f"budget: {record['budget']}; searched {record['searched']['started']} to {record['searched']['finished']}")
-    print(f"study: {record['study']['name']} in {record['study']['storage']}")
+    for entry in record.runners_up:
+        print(f"  runner-up: {entry.measurement.gflops:.3g} GFLOP/s  "
+              + " ".join(f"{name}={json.dumps(value)}" for name, value in entry.config.as_dict().items()))
+    print(f"budget: {data['budget']}; searched {record.started} to {record.finished}")
+    print(f"study: {record.study['name']} in {record.study['storage']}")
     if source is not None:
         print("\n# the best configuration's kernel, rendered from the installed templates (records hold no source)")
         sys.stdout.write(source)
     return 0
 
 
-def _source(record: dict) -> str:
+def _source(record) -> str:
     """The kernel source of a record's best configuration, rendered from the installed templates."""
-    from .config import Config
     from .source import render
     from .space import InvalidConfig, Space
 
-    space = Space.of(get_backend(record["device"]["backend"]), record["problem"]["dtype"])
+    space = Space.of(get_backend(record.device.backend), record.problem.dtype)
     try:
-        return render(space, Config(**record["best"]["config"]))
+        return render(space, record.best.config)
     except InvalidConfig as broken:
         raise ValueError(f"the record's best configuration breaks a rule of this version's space ({broken}); "
                          "`tuner regenerate` re-tunes its product") from None
@@ -241,7 +243,7 @@ def _regenerate(args) -> int:
     print(f"regenerating the cache for {runtime.device.name} [{runtime.device.fingerprint}]; times are "
           f"{runtime.clock}", file=sys.stderr)
     root = cache.cache_dir(args.cache_dir)
-    changes = regenerate(runtime, root, trials=trials, seed=args.seed, report=lambda line: print(line, file=sys.stderr))
+    changes = regenerate(runtime, root, trials=trials, seed=args.seed, say=lambda line: print(line, file=sys.stderr))
     if not changes:
         print(f"no {runtime.backend.name} records in the cache: nothing to regenerate (run tuner search first)")
     for change in changes:

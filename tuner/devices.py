@@ -86,6 +86,16 @@ class Device:
         return self.peak_gflops.get(accumulate)
 
 
+def software_changes(old: Device, new: Device) -> list[str]:
+    """The software differences between two descriptions of one GPU model, as 'name old -> new'."""
+    changes = [f"{name} {getattr(old, name)} -> {getattr(new, name)}" for name in ("driver", "runtime")
+               if getattr(old, name) != getattr(new, name)]
+    for name in sorted(set(old.software) | set(new.software)):
+        if old.software.get(name) != new.software.get(name):
+            changes.append(f"{name} {old.software.get(name, 'missing')} -> {new.software.get(name, 'missing')}")
+    return changes
+
+
 _HARDWARE = ("backend", "name", "arch", "multiprocessors", "memory_bytes", "clock_khz", "l2_bytes")
 
 # Vector FMA lanes per streaming multiprocessor, FP32 and FP64, by compute capability.

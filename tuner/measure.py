@@ -5,7 +5,7 @@ that status and the reason; only an "ok" one has a time, so no failure can ever 
 """
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +13,7 @@ import numpy as np
 from .config import Config
 from .kernel import Kernel, load
 from .problem import Problem
+from .record import Measurement
 from .runtime import Runtime
 from .space import Space
 
@@ -52,28 +53,6 @@ class Operands:
         B = rng.uniform(-1, 1, (problem.k, problem.n)).astype(dtype)
         reference = A.astype(np.float64) @ B.astype(np.float64)
         return cls(runtime.module.to_device(A), runtime.module.to_device(B), reference)
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """What one variant did: its status, and for "ok" its median time and rate."""
-
-    status: str
-    reason: str = ""
-    relative_error: float | None = None
-    seconds: float | None = None  # median of `reps` repetitions, on the runtime's clock
-    spread: float | None = None  # (p90 - p10) / median of the repetitions
-    reps: int = 0
-    gflops: float | None = None
-    fraction_of_peak: float | None = None
-    clock: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -169,3 +148,18 @@ def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, op
         reps=len(times), gflops=gflops, fraction_of_peak=gflops / peak if peak else None,
         clock=runtime.clock,
     ), tuple(times), phases, resources)
+
+
+def verify_config(runtime: Runtime, space: Space, problem: Problem, config: Config, kernels: Path | None = None) -> str:
+    """Why `config` does not compute `problem` correctly here (its compile or launch error, or its
+    error against the float64 reference), or "" when it does."""
+    try:
+        kernel = load(space, config, kernels)
+        kernel.compile()
+        operands = Operands.fresh(runtime, space, problem, seed=0)
+        _, wrong = verify(runtime, kernel, operands, TOLERANCE[space.precision.accumulate])
+    except OSError:
+        raise  # the kernel directory or the disk, not the configuration
+    except Exception as error:  # the configuration's failure, said in one line
+        return _first_line(error)
+    return wrong

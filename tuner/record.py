@@ -1,12 +1,13 @@
-"""What a cache record holds, and the schema every loaded record is checked against.
+"""A cache record as types: what one search found for one product on one device, and its format.
 
-A record is data in a file that anyone could have edited. Each field is checked for its type,
-its range and its known names before anything is built from it. A configuration must be a point
-of the current space's domains. No kernel source is ever read from a record: kernels are
-rendered from the installed templates.
+On disk a record is JSON that anyone could have edited. Loading migrates an older format up to
+the current one, checks every field for its type, range and known names (schema.py), then builds
+the types. A configuration may hold values today's space no longer accepts: the record still
+loads, and `valid_configs` leaves those out, so that `tuner regenerate` re-tunes the product
+instead of skipping the record. No kernel source is ever read from a record: kernels are rendered
+from the installed templates.
 """
-import math
-from dataclasses import fields
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 
 from .backends import BACKENDS
@@ -14,104 +15,193 @@ from .config import Config
 from .devices import Device
 from .dtypes import PRECISIONS
 from .problem import Problem
-from .space import DOMAINS, Space
+from .schema import Count, ListOf, MapOf, Number, OneOf, Text, Timestamp, check
+from .space import Space
 
-FORMAT = 1
+FORMAT = 2
+FAMILY = "matmul"  # the kernel family every record of this version holds
 RUNNERS_UP = 4
 MAX_BYTES = 1 << 20  # a record is a few kilobytes; a larger file is not one
-MAX_TEXT = 500
 MAX_DIMENSION = 1 << 31  # rows or columns of one matrix
 
 
-class Text:
-    """A string of at most MAX_TEXT characters."""
+@dataclass(frozen=True)
+class Measurement:
+    """What one variant did: its status, and for "ok" its median time and rate."""
+
+    status: str
+    reason: str = ""
+    relative_error: float | None = None
+    seconds: float | None = None  # median of `reps` repetitions, on the runtime's clock
+    spread: float | None = None  # (p90 - p10) / median of the repetitions
+    reps: int = 0
+    gflops: float | None = None
+    fraction_of_peak: float | None = None
+    clock: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One ranked configuration of a record, with the trial that measured it."""
+
+    trial: int
+    config: Config
+    measurement: Measurement
+
+    def as_dict(self) -> dict:
+        return {"trial": self.trial, "config": self.config.as_dict(), "measurement": self.measurement.as_dict()}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the study spent: trials asked, variants measured (failed ones included), suggestions
+    answered without measuring, and the seconds spent measuring."""
+
+    trials: int
+    measured: int
+    failed: int
+    invalid: int
+    duplicates: int
+    measuring_seconds: float
+
+
+@dataclass(frozen=True)
+class Record:
+    """The best configurations a study measured for `problem` on `device`, best first."""
+
+    device: Device
+    problem: Problem
+    clock: str
+    ranked: tuple[Entry, ...]
+    budget: Budget
+    started: str  # ISO 8601, UTC
+    finished: str
+    study: dict  # the study's name and storage label
+    family: str = FAMILY
+
+    @property
+    def fingerprint(self) -> str:
+        return self.device.fingerprint
+
+    @property
+    def best(self) -> Entry:
+        return self.ranked[0]
+
+    @property
+    def runners_up(self) -> tuple[Entry, ...]:
+        return self.ranked[1:]
+
+    @property
+    def configs(self) -> list[Config]:
+        """The ranked configurations, best first."""
+        return [entry.config for entry in self.ranked]
+
+    @property
+    def home(self) -> str:
+        """Where the record belongs under records/: its device's folder and its product's file."""
+        return f"{self.device.slug}/{self.problem.key}.json"
+
+    def valid_configs(self) -> list[Config]:
+        """The ranked configurations that this version's space still accepts, best first. Its rules
+        are not part of the fingerprint, so a record can outlive them."""
+        space = Space.of(BACKENDS[self.device.backend], self.problem.dtype)
+        return [config for config in self.configs if not space.violations(config)]
+
+    def as_dict(self) -> dict:
+        """The record as the current format writes it."""
+        return {
+            "format": FORMAT,
+            "family": self.family,
+            "fingerprint": self.fingerprint,
+            "device": self.device.as_dict(),
+            "problem": {"m": self.problem.m, "n": self.problem.n, "k": self.problem.k, "dtype": self.problem.dtype},
+            "clock": self.clock,
+            "best": self.best.as_dict(),
+            "runners_up": [entry.as_dict() for entry in self.runners_up],
+            "budget": asdict(self.budget),
+            "searched": {"started": self.started, "finished": self.finished},
+            "study": dict(self.study),
+        }
+
+    @classmethod
+    def from_dict(cls, data) -> "Record":
+        """The record `data` holds, in any known format; RecordError saying what is wrong."""
+        if not isinstance(data, dict) or data.get("format") not in KNOWN_FORMATS:
+            raise RecordError(f"not a tuner record of a known format ({', '.join(map(str, KNOWN_FORMATS))})")
+        while data["format"] != FORMAT:
+            data = MIGRATIONS[data["format"]](data)
+        problem = check(data, SCHEMA, "record")
+        if problem:
+            raise RecordError(problem)
+        device = Device.from_dict(data["device"])
+        if data["fingerprint"] != device.fingerprint or data["device"]["fingerprint"] != device.fingerprint:
+            raise RecordError("fingerprint does not match the device it describes")
+        if data["problem"]["dtype"] not in BACKENDS[device.backend].dtypes:
+            raise RecordError(f"dtype {data['problem']['dtype']} is not one of the {device.backend} backend's")
+        return cls(device, Problem(**data["problem"]), data["clock"],
+                   tuple(_entry(entry) for entry in (data["best"], *data["runners_up"])),
+                   Budget(**data["budget"]), data["searched"]["started"], data["searched"]["finished"],
+                   dict(data["study"]), data["family"])
+
+
+class RecordError(ValueError):
+    """Data that is not a sound record; the message says what is wrong."""
+
+
+def _entry(data: dict) -> Entry:
+    return Entry(data["trial"], Config(**data["config"]), Measurement(**data["measurement"]))
+
+
+def make(device: Device, problem: Problem, clock: str, ranked: list[Entry], budget: Budget,
+         searched: tuple[datetime, datetime], study: dict) -> Record:
+    """A record of `ranked` entries (best first, the runners-up cut to RUNNERS_UP) measured on
+    `device` for `problem`."""
+    started, finished = (moment.astimezone(timezone.utc).isoformat(timespec="seconds") for moment in searched)
+    return Record(device, problem, clock, tuple(ranked[:RUNNERS_UP + 1]), budget, started, finished, study)
+
+
+# Parameters added after records of format 1 were first written, with their neutral values (the
+# kernel as it was before each existed).
+_ADDED_IN_FORMAT_1 = ("vector_fragments", "min_blocks", "double_buffer")
+
+
+def _from_format_1(data: dict) -> dict:
+    """Format 1 had no family (every record was a matmul) and could lack the parameters added
+    while it was current."""
+    neutral = {name: Config.__dataclass_fields__[name].default for name in _ADDED_IN_FORMAT_1}
+
+    def filled(entry):
+        if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
+            return entry  # the schema check names what is wrong
+        return {**entry, "config": {**neutral, **entry["config"]}}
+
+    runners_up = data.get("runners_up")
+    return {**data, "format": 2, "family": FAMILY, "best": filled(data.get("best")),
+            "runners_up": [filled(entry) for entry in runners_up] if isinstance(runners_up, list) else runners_up}
+
+
+# Each older format, with the function that turns a record of it into the next format.
+MIGRATIONS = {1: _from_format_1}
+KNOWN_FORMATS = (*MIGRATIONS, FORMAT)
+
+
+class Parameters:
+    """A configuration: every parameter of Config, with a value of its type. A value outside
+    today's domain passes here; whether the space still accepts it is the space's to say."""
+
+    def __init__(self):
+        self.fields = {field.name: OneOf((False, True)) if field.type is bool else Count(0, 1 << 20)
+                       for field in fields(Config)}
 
     def __call__(self, value, where: str) -> str:
-        if not isinstance(value, str) or len(value) > MAX_TEXT:
-            return f"{where} must be a string of at most {MAX_TEXT} characters"
-        return ""
-
-
-class Count:
-    """An integer from `low` up to `high`."""
-
-    def __init__(self, low: int = 0, high: int = 1 << 62):
-        self.low, self.high = low, high
-
-    def __call__(self, value, where: str) -> str:
-        if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
-            return f"{where} must be an integer from {self.low} to {self.high}"
-        return ""
-
-
-class Number:
-    """A finite non-negative number; positive if asked; None if allowed."""
-
-    def __init__(self, positive: bool = False, optional: bool = False):
-        self.positive, self.optional = positive, optional
-
-    def __call__(self, value, where: str) -> str:
-        if value is None and self.optional:
-            return ""
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or value < 0 or (self.positive and value == 0):
-            return f"{where} must be a finite {'positive' if self.positive else 'non-negative'} number"
-        return ""
-
-
-class OneOf:
-    """One of a fixed set of values (True is not 1 here)."""
-
-    def __init__(self, values):
-        self.values = tuple(values)
-
-    def __call__(self, value, where: str) -> str:
-        if not any(type(value) is type(known) and value == known for known in self.values):
-            return f"{where} must be one of {', '.join(map(str, self.values))}"
-        return ""
-
-
-class Timestamp:
-    """An ISO 8601 date and time."""
-
-    def __call__(self, value, where: str) -> str:
-        try:
-            datetime.fromisoformat(value)
-        except (TypeError, ValueError):
-            return f"{where} must be an ISO 8601 date and time"
-        return ""
-
-
-class MapOf:
-    """An object of at most 50 entries with short string keys and values of one kind."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def __call__(self, value, where: str) -> str:
-        if not isinstance(value, dict) or len(value) > 50:
-            return f"{where} must be an object of at most 50 entries"
-        for key, item in value.items():
-            problem = Text()(key, f"a key of {where}") or check(item, self.value, f"{where}[{key!r}]")
-            if problem:
-                return problem
-        return ""
-
-
-class ListOf:
-    """A list of at most `most` values of one kind."""
-
-    def __init__(self, value, most: int):
-        self.value, self.most = value, most
-
-    def __call__(self, value, where: str) -> str:
-        if not isinstance(value, list) or len(value) > self.most:
-            return f"{where} must be a list of at most {self.most} entries"
-        for index, item in enumerate(value):
-            problem = check(item, self.value, f"{where}[{index}]")
-            if problem:
-                return problem
-        return ""
+        return check(value, self.fields, where)
 
 
 DEVICE = {
@@ -119,33 +209,15 @@ DEVICE = {
     "memory_bytes": Count(), "clock_khz": Count(), "l2_bytes": Count(), "driver": Text(), "runtime": Text(),
     "software": MapOf(Text()), "peak_gflops": MapOf(Number(positive=True)), "fingerprint": Text(),
 }
-# Parameters added after records of FORMAT 1 were first written, with their neutral values (the
-# kernel as it was before each existed): a configuration without one loads with that value.
-ADDED = {name: Config.__dataclass_fields__[name].default for name in ("vector_fragments", "min_blocks",
-                                                                      "double_buffer")}
-
-
-class Parameters:
-    """A configuration: every parameter a point of its domain, those in ADDED possibly absent."""
-
-    def __init__(self):
-        self.fields = {name: OneOf(domain) for name, domain in DOMAINS.items()}
-
-    def __call__(self, value, where: str) -> str:
-        if not isinstance(value, dict):
-            return f"{where} must be an object"
-        return check({**ADDED, **value}, self.fields, where)
-
-
-CONFIG = Parameters()
 MEASUREMENT = {
     "status": OneOf(("ok",)), "reason": Text(), "relative_error": Number(optional=True),
     "seconds": Number(positive=True), "spread": Number(optional=True), "reps": Count(1),
     "gflops": Number(positive=True), "fraction_of_peak": Number(optional=True), "clock": Text(),
 }
-ENTRY = {"trial": Count(), "config": CONFIG, "measurement": MEASUREMENT}
+ENTRY = {"trial": Count(), "config": Parameters(), "measurement": MEASUREMENT}
 SCHEMA = {
     "format": OneOf((FORMAT,)),
+    "family": OneOf((FAMILY,)),
     "fingerprint": Text(),
     "device": DEVICE,
     "problem": {"m": Count(1, MAX_DIMENSION), "n": Count(1, MAX_DIMENSION), "k": Count(1, MAX_DIMENSION),
@@ -153,90 +225,7 @@ SCHEMA = {
     "clock": Text(),
     "best": ENTRY,
     "runners_up": ListOf(ENTRY, RUNNERS_UP),
-    "budget": {"trials": Count(), "measured": Count(), "failed": Count(), "invalid": Count(),
-               "duplicates": Count(), "measuring_seconds": Number()},
+    "budget": {name: Number() if name == "measuring_seconds" else Count() for name in Budget.__dataclass_fields__},
     "searched": {"started": Timestamp(), "finished": Timestamp()},
     "study": {"name": Text(), "storage": Text()},
 }
-assert set(CONFIG.fields) == {field.name for field in fields(Config)}
-
-
-def check(value, schema, where: str) -> str:
-    """What is wrong with `value` against `schema` (a checker, or a dict of exactly these
-    keys), as a phrase naming the field by its dotted path; empty when nothing is."""
-    if not isinstance(schema, dict):
-        return schema(value, where)
-    if not isinstance(value, dict):
-        return f"{where} must be an object"
-    unknown = sorted(map(str, set(value) - set(schema)))
-    if unknown:
-        return f"{where} has an unknown field {unknown[0][:40]!r}"
-    for key, part in schema.items():
-        if key not in value:
-            return f"{where} lacks {key!r}"
-        problem = check(value[key], part, f"{where}.{key}")
-        if problem:
-            return problem
-    return ""
-
-
-def problems(record) -> str:
-    """What is wrong with a loaded record, in one phrase; empty for a sound record.
-
-    Beyond the schema, the fingerprint must be the hash of the device described, so an edited
-    device description cannot pass for the GPU it names.
-    """
-    problem = check(record, SCHEMA, "record")
-    if problem:
-        return problem
-    fingerprint = device_of(record).fingerprint
-    if record["fingerprint"] != fingerprint or record["device"]["fingerprint"] != fingerprint:
-        return "fingerprint does not match the device it describes"
-    if record["problem"]["dtype"] not in BACKENDS[record["device"]["backend"]].dtypes:
-        return f"dtype {record['problem']['dtype']} is not one of the {record['device']['backend']} backend's"
-    return ""
-
-
-def configs(record: dict) -> list[Config]:
-    """The ranked configurations of a checked record, best first."""
-    return [Config(**entry["config"]) for entry in (record["best"], *record["runners_up"])]
-
-
-def valid_configs(record: dict) -> list[Config]:
-    """The ranked configurations that this version's space still accepts, best first. Its rules
-    are not part of the fingerprint, so a record can outlive them."""
-    space = Space.of(BACKENDS[record["device"]["backend"]], record["problem"]["dtype"])
-    return [config for config in configs(record) if not space.violations(config)]
-
-
-def entry(trial: int, config: dict, measurement: dict) -> dict:
-    """One ranked configuration of a record."""
-    return {"trial": trial, "config": config, "measurement": measurement}
-
-
-def make(device: Device, problem: Problem, clock: str, ranked: list[dict], budget: dict,
-         searched: tuple[datetime, datetime], study: dict) -> dict:
-    """A record of `ranked` entries (best first) measured on `device` for `problem`."""
-    started, finished = (moment.astimezone(timezone.utc).isoformat(timespec="seconds") for moment in searched)
-    return {
-        "format": FORMAT,
-        "fingerprint": device.fingerprint,
-        "device": device.as_dict(),
-        "problem": {"m": problem.m, "n": problem.n, "k": problem.k, "dtype": problem.dtype},
-        "clock": clock,
-        "best": ranked[0],
-        "runners_up": ranked[1:RUNNERS_UP + 1],
-        "budget": budget,
-        "searched": {"started": started, "finished": finished},
-        "study": study,
-    }
-
-
-def device_of(record: dict) -> Device:
-    """The device a checked record was measured on."""
-    return Device.from_dict(record["device"])
-
-
-def problem_of(record: dict) -> Problem:
-    """The product a checked record was tuned for."""
-    return Problem(**record["problem"])

@@ -12,10 +12,10 @@ Both go through a study of the new fingerprint, so a later `tuner search` contin
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cache, record
-from .config import Config
-from .devices import Device
+from . import cache
+from .devices import software_changes
 from .problem import Problem
+from .record import Record
 from .runtime import Runtime
 from .search import Search
 from .space import Space
@@ -30,34 +30,25 @@ class Change:
     details: list[str] = field(default_factory=list)
 
 
-def software_changes(old: dict, new: Device) -> list[str]:
-    """The software differences between a recorded device and this one, as 'name old -> new'."""
-    before, after = Device.from_dict(old), new
-    changes = [f"{name} {getattr(before, name)} -> {getattr(after, name)}" for name in ("driver", "runtime")
-               if getattr(before, name) != getattr(after, name)]
-    for name in sorted(set(before.software) | set(after.software)):
-        if before.software.get(name) != after.software.get(name):
-            changes.append(f"{name} {before.software.get(name, 'missing')} -> {after.software.get(name, 'missing')}")
-    return changes
-
-
 def _gflops(value: float, simulated: bool) -> str:
     return f"{value:.4g} GFLOP/s{' (simulated)' if simulated else ''}"
 
 
-def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, report=print) -> list[Change]:
-    """Regenerate every product known to the cache for `runtime`'s device; `report` is told of
-    each step as it starts. Ctrl-C stops after keeping what was measured."""
+def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, say=print) -> list[Change]:
+    """Regenerate every product known to the cache for `runtime`'s device; `say` is told of each
+    step as it starts. Ctrl-C stops after keeping what was measured."""
     device = runtime.device
-    known: dict[Problem, list[dict]] = {}
-    for _, _, found in cache.readable_records(root, skipped=lambda error: report(f"skipping {error}")):
-        if found["device"]["backend"] == runtime.backend.name:
-            known.setdefault(record.problem_of(found), []).append(found)
+    catalog = cache.Catalog.read(root)
+    for error in catalog.skipped:
+        say(f"skipping {error}")
+    known: dict[Problem, list[Record]] = {}
+    for stored in catalog.select(backend=runtime.backend.name):
+        known.setdefault(stored.record.problem, []).append(stored.record)
     changes = []
     for problem in sorted(known, key=lambda problem: problem.key):
         records = known[problem]
-        current = [found for found in records if found["fingerprint"] == device.fingerprint]
-        if any(record.valid_configs(found) for found in current):
+        current = [found for found in records if found.fingerprint == device.fingerprint]
+        if any(found.valid_configs() for found in current):
             changes.append(Change(problem, "current"))
             continue
         refusal = runtime.refuses(problem)
@@ -65,12 +56,12 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, repo
             changes.append(Change(problem, "skipped", [refusal]))
             continue
         search = Search(runtime, problem, root=root, seed=seed)
-        same_gpu = [found for found in records if Device.from_dict(found["device"]).model == device.model]
+        same_gpu = [found for found in records if found.device.model == device.model]
         details = []
         if same_gpu:
-            newest = max(same_gpu, key=lambda found: found["searched"]["finished"])
-            changed = f"software: {', '.join(software_changes(newest['device'], device)) or 'other versions'}"
-            report(f"{problem.key}: re-verifying what was tuned on this GPU; {changed}")
+            newest = max(same_gpu, key=lambda found: found.finished)
+            changed = f"software: {', '.join(software_changes(newest.device, device)) or 'other versions'}"
+            say(f"{problem.key}: re-verifying what was tuned on this GPU; {changed}")
             passed, details = _reverify(search, newest)
             details.insert(0, changed)
             if passed:
@@ -79,30 +70,31 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, repo
             details.append("none passes now")
         if current:
             details.append("the configurations recorded for this device are no longer valid in this version of tuner")
-        tuned_on = sorted({found["device"]["name"] for found in records})
-        report(f"{problem.key}: re-tuning ({trials} variants), tuned before on {', '.join(tuned_on)}")
+        tuned_on = sorted({found.device.name for found in records})
+        say(f"{problem.key}: re-tuning ({trials} variants), tuned before on {', '.join(tuned_on)}")
         changes.append(_retune(search, records, trials, details))
     return changes
 
 
-def _reverify(search: Search, old: dict) -> tuple[bool, list[str]]:
+def _reverify(search: Search, old: Record) -> tuple[bool, list[str]]:
     """Measure the old record's configurations under the current software: whether any passes,
     and a line per configuration."""
     simulated = search.runtime.simulated
     space = Space.of(search.runtime.backend, search.problem.dtype)
     details, valid = [], []
-    for entry, config in zip((old["best"], *old["runners_up"]), record.configs(old)):
-        reasons = space.violations(config)
+    for entry in old.ranked:
+        reasons = space.violations(entry.config)
         if reasons:
-            details.append(f"{config.describe()}: no longer valid: {reasons[0]}")
+            details.append(f"{entry.config.describe()}: no longer valid: {reasons[0]}")
         else:
-            valid.append((entry, config))
-    _measure_all(search, [config for _, config in valid])
+            valid.append(entry)
+    _measure_all(search, [entry.config for entry in valid])
     search.save()  # also when the study had measured them all already
     passed = 0
-    for entry, config in valid:
+    for entry in valid:
+        config = entry.config
         trial = search.measured(config)
-        was = _gflops(entry["measurement"]["gflops"], simulated)
+        was = _gflops(entry.measurement.gflops, simulated)
         if trial is None:
             details.append(f"{config.describe()}: was {was}, not measured")
             continue
@@ -131,18 +123,18 @@ def _measure_all(search: Search, configs: list) -> None:
             return
 
 
-def _retune(search: Search, records: list[dict], trials: int, details: list[str]) -> Change:
+def _retune(search: Search, records: list[Record], trials: int, details: list[str]) -> Change:
     """Tune afresh, warm-started from the best configurations of every other GPU."""
     outcome = search.run(trials, None)
     if outcome.interrupted:
         raise KeyboardInterrupt
     simulated = search.runtime.simulated
-    before = [f"{_gflops(found['best']['measurement']['gflops'], found['device']['arch'] == 'simulator')} "
-              f"on {found['device']['name']}" for found in records]
+    before = [f"{_gflops(found.best.measurement.gflops, found.device.simulated)} on {found.device.name}"
+              for found in records]
     if outcome.record is None:
         return Change(search.problem, "failed",
                       [*details, f"no variant passed verification in {outcome.measured} measured"])
-    best = outcome.record["best"]
+    best = outcome.record.best
     return Change(search.problem, "re-tuned", [
-        *details, f"best {_gflops(best['measurement']['gflops'], simulated)} after {outcome.measured} variants "
-        f"(before: {'; '.join(before)})", Config(**best["config"]).describe()])
+        *details, f"best {_gflops(best.measurement.gflops, simulated)} after {outcome.measured} variants "
+        f"(before: {'; '.join(before)})", best.config.describe()])

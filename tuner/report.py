@@ -19,7 +19,8 @@ import jinja2
 import optuna
 from optuna.trial import TrialState
 
-from . import cache, record
+from . import cache
+from .problem import Problem
 from .storage import open_storage, redacted
 from .space import SEED
 
@@ -192,7 +193,7 @@ def _failures(reasons: Counter) -> bytes:
 
 def _entry_label(data: dict) -> str:
     simulated = ", simulated" if data["device"]["arch"] == "simulator" else ""
-    return (f"{record.problem_of(data).key} on {data['device']['backend']}{simulated}\n"
+    return (f"{Problem(**data['problem']).key} on {data['device']['backend']}{simulated}\n"
             f"{data['device']['name']} [{data['fingerprint'][:8]}]")
 
 
@@ -389,9 +390,9 @@ class _Study:
         passed = [trial for trial in measured if _passed(trial)]
         simulated = any(trial.user_attrs["measurement"]["clock"] == SIMULATED for trial in measured)
         identity = study.user_attrs.get("identity", {})
-        entry, path = next(((data, where) for _, where, data in found
-                            if data["fingerprint"] == identity.get("fingerprint")
-                            and record.problem_of(data).key == identity.get("problem")), (None, None))
+        entry, path = next(((data.as_dict(), where) for where, data in found
+                            if data.fingerprint == identity.get("fingerprint")
+                            and data.problem.key == identity.get("problem")), (None, None))
         seed = next((trial.value for trial in passed if trial.params == SEED.as_dict()), None)
         return cls(study, trials, measured, passed, entry, path, seed, f" ({SIMULATED})" if simulated else "")
 
@@ -493,12 +494,13 @@ def write_report(root: Path, out: Path, *, study_name: str | None = None, storag
         _clear(out)
     except OSError as error:
         raise ValueError(f"--out {out}: cannot write there ({error.strerror}); pass a writable --out DIR") from None
-    skipped = []
-    found = cache.readable_records(root, lambda error: skipped.append(str(error)))
+    catalog = cache.Catalog.read(root)
+    skipped = [str(error) for error in catalog.skipped]
+    found = [(stored.path, stored.record) for stored in catalog.stored]
     runs = _Study.of(study, found)
     results, bench_skipped = bench_results(bench)
     report = Report(out / "report.html")
-    _draw(report, runs, [data for _, _, data in found], results, root)
+    _draw(report, runs, [stored.record.as_dict() for stored in catalog.stored], results, root)
     for figure in report.figures:
         (out / f"{figure.name}.png").write_bytes(figure.png)
     report.page.write_text(PAGE.render(

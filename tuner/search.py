@@ -28,10 +28,11 @@ from .ceiling import NOTHING_BETTER_LEFT, Ceilings, why_not_measure
 from .compile_ahead import CompileAheadFailed, CompilePool
 from .config import Config
 from .kernel import kernel_dir, private_dir
-from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measured, Measurement, Operands, measure
+from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measured, Operands, measure
 from .problem import Problem
 from .runtime import Runtime
 from .sampler import make_sampler
+from .schema import MAX_TEXT
 from .space import SEED, Space
 from .stopping import Terminated, shielded
 from .storage import (CLAIMED, HEARTBEAT_SECONDS, SPENT, SharedStorage, config_key, is_measured, redacted,
@@ -59,7 +60,7 @@ class Outcome:
     terminated: bool = False  # by SIGTERM
     spent: bool = False  # the study holds its budget of measured variants
     stopped: str = ""  # why the run ended before its budget, if it did
-    record: dict | None = None
+    record: "record.Record | None" = None
     record_path: Path | None = None
     intervals: list = field(default_factory=list)  # wall seconds from one evaluated variant to the next
     measuring_seconds: float = 0.0  # of which verifying and timing on the device
@@ -89,11 +90,11 @@ def answer(study: optuna.Study, trial, kind: str, value: float, violation: float
     return study.tell(trial, value)
 
 
-def _entry(trial) -> dict:
-    return record.entry(trial.number, trial.params, trial.user_attrs["measurement"])
+def _entry(trial) -> record.Entry:
+    return record.Entry(trial.number, Config(**trial.params), record.Measurement(**trial.user_attrs["measurement"]))
 
 
-def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storage_label: str) -> dict | None:
+def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storage_label: str) -> record.Record | None:
     """The cache record of the study so far: best and runners-up, budget, dates; None if no
     variant has passed yet."""
     trials = study.get_trials(deepcopy=False, states=_STARTED)
@@ -103,14 +104,10 @@ def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storag
     if not passed:
         return None
     kinds = [trial.user_attrs.get("kind") for trial in done]
-    budget = {
-        "trials": len(trials),
-        "measured": len(measured),
-        "failed": len(measured) - len(passed),
-        "invalid": kinds.count("invalid"),
-        "duplicates": kinds.count("duplicate"),
-        "measuring_seconds": round(sum(trial.duration.total_seconds() for trial in measured), 3),
-    }
+    budget = record.Budget(
+        trials=len(trials), measured=len(measured), failed=len(measured) - len(passed),
+        invalid=kinds.count("invalid"), duplicates=kinds.count("duplicate"),
+        measuring_seconds=round(sum(trial.duration.total_seconds() for trial in measured), 3))
     searched = (min(trial.datetime_start for trial in trials if trial.datetime_start),
                 max(trial.datetime_complete for trial in done))
     return record.make(runtime.device, problem, runtime.clock, [_entry(trial) for trial in passed], budget,
@@ -123,14 +120,12 @@ def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Prob
     cached for this backend and dtype (this shape's first, from any GPU), the default one, and the
     seed kernel."""
     found = []
-    for _, _, data in cache.readable_records(root, skipped=lambda error: None):
-        if data["device"]["backend"] != runtime.backend.name or data["problem"]["dtype"] != problem.dtype:
-            continue
-        same_problem = record.problem_of(data) == problem
-        if same_problem and data["fingerprint"] == runtime.device.fingerprint:
-            found += [(0, config) for config in record.configs(data)]
+    for stored in cache.Catalog.read(root).select(backend=runtime.backend.name, dtype=problem.dtype):
+        same_problem = stored.record.problem == problem
+        if same_problem and stored.record.fingerprint == runtime.device.fingerprint:
+            found += [(0, config) for config in stored.record.configs]
         else:
-            found.append((1 if same_problem else 2, record.configs(data)[0]))
+            found.append((1 if same_problem else 2, stored.record.configs[0]))
     configs = [config for _, config in sorted(found, key=lambda pair: pair[0])] + [Config(), SEED]
     unique = {}
     for config in configs:
@@ -148,7 +143,7 @@ class Search:
         self.runtime, self.problem, self.root, self.seed = runtime, problem, root, seed
         self.space = Space.of(runtime.backend, problem.dtype)
         label = redacted(storage) if storage else "journal file under the cache directory"
-        self.storage_label = label if len(label) <= record.MAX_TEXT else "..." + label[3 - record.MAX_TEXT:]
+        self.storage_label = label if len(label) <= MAX_TEXT else "..." + label[3 - MAX_TEXT:]
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         visible = runtime.backend.visible_devices
         self.shared = SharedStorage(storage, root / "studies" / f"{runtime.device.slug}.journal", heartbeat,
@@ -304,7 +299,8 @@ class Search:
             if pool:
                 pool.submit(key, params)
 
-    def _measure_oldest(self, operands: Operands, outcome: Outcome, pool: CompilePool | None) -> Measurement | None:
+    def _measure_oldest(self, operands: Operands, outcome: Outcome,
+                        pool: CompilePool | None) -> record.Measurement | None:
         """Claim and measure the oldest suggestion held; its Measurement, unless another worker
         measured it meanwhile or the budget is spent."""
         trial, config, key = self._pending.popleft()
@@ -316,7 +312,7 @@ class Search:
         if compiled and compiled.fatal:
             raise CompileAheadFailed(compiled.fatal)
         if compiled and compiled.error:
-            run = Measured(Measurement("compile", compiled.error, clock=self.runtime.clock))
+            run = Measured(record.Measurement("compile", compiled.error, clock=self.runtime.clock))
         else:
             run = measure(self.runtime, self.space, self.problem, config, operands, self.protocol,
                           kernel_dir(self.root))
@@ -387,7 +383,7 @@ class Search:
         if kind == "measured":
             self.history[config_key(frozen.params)] = frozen
 
-    def save(self) -> tuple[dict | None, Path | None]:
+    def save(self) -> tuple[record.Record | None, Path | None]:
         """Write the study's best so far to the cache: the record as stored and its path, or
         (None, None) while no variant has passed."""
         with shielded(), cache.locked(self.path):  # built under the lock: the last writer has every worker's trials

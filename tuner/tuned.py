@@ -1,11 +1,13 @@
 """Tuned kernels for programs: `tuner.get_kernel` and `tuner.matmul`, served from the cache.
 
 For the device in use, a product gets the best configuration of the record of this device's
-fingerprint whose shape is nearest its own. The configuration is rendered from the installed
-templates and compiled once per process, and, through Numba's on-disk cache (`cache=True`), once
-per machine. A record of another fingerprint (another GPU, driver, Numba or template version) is
-never used as if it had been tuned here. With nothing tuned here, a default configuration runs,
-after one warning that names the command to tune it.
+fingerprint whose shape is nearest its own. Where this device has none for the dtype, a record of
+the same GPU model under other software (driver, runtime, Numba, templates) serves, once its
+configuration passes verification here, with one warning that says so and how to re-time it. The
+configuration is rendered from the installed templates and compiled once per process, and, through
+Numba's on-disk cache (`cache=True`), once per machine. A record of another GPU model is never
+used. With nothing tuned for this model, a default configuration runs, after one warning that
+names the command to tune it.
 """
 import math
 import threading
@@ -18,8 +20,9 @@ import numpy as np
 
 from . import arrays, cache, record
 from .config import Config
-from .devices import Device
+from .devices import software_changes
 from .kernel import Kernel, kernel_dir, load
+from .measure import verify_config
 from .problem import Problem
 from .runtime import NoGPU, Runtime, detect_runtime
 from .space import Space
@@ -31,6 +34,10 @@ SHAPES_KEPT = 4096
 
 class UntunedWarning(UserWarning):
     """Nothing is tuned for this device and dtype, so an untuned default configuration runs."""
+
+
+class OtherSoftwareWarning(UserWarning):
+    """A configuration tuned on this GPU model under other software was verified here."""
 
 
 class SkippedRecordWarning(UserWarning):
@@ -79,55 +86,94 @@ def distance(first: Problem, second: Problem) -> float:
     return sum(abs(math.log2(a / b)) for a, b in ((first.m, second.m), (first.n, second.n), (first.k, second.k)))
 
 
+@dataclass(frozen=True)
+class Choice:
+    """A configuration some record offers for the products of its dtype."""
+
+    tuned_for: Problem
+    path: Path
+    config: Config
+    record: record.Record
+    other_software: bool  # tuned on this GPU model under another driver, runtime, Numba or templates
+
+
 @dataclass
 class Library:
-    """The tuned configurations of one device, from the user's cache and the shipped one."""
+    """The tuned configurations of one device, from the user's cache and the shipped one: those
+    measured under this device's fingerprint, else those of the same GPU model under other
+    software, each verified here on first use."""
 
     runtime: Runtime
     kernels: Path  # the kernel directory
-    entries: list[tuple[Problem, Path, Config]]  # per usable record of this device: its best valid config
-    other_software: bool  # whether records of this GPU model with other software exist
+    choices: list[Choice]
     chosen: OrderedDict = field(default_factory=OrderedDict)  # Problem -> TunedKernel, most recent last
     compiled: dict = field(default_factory=dict)  # (dtype, Config) -> Kernel
     warned: set = field(default_factory=set)  # dtypes warned about
+    verified: dict = field(default_factory=dict)  # record path -> whether it passed verification here
 
     @classmethod
     def load(cls, runtime: Runtime, root: Path) -> "Library":
-        """The records of `runtime`'s device under `root` and in the shipped cache; a record
-        that cannot be used is skipped with a SkippedRecordWarning naming it."""
+        """The records of `runtime`'s device, or of its model, under `root` and in the shipped
+        cache; a record that cannot be used is skipped with a SkippedRecordWarning naming it."""
         device, simulate = runtime.device, " --simulate" if runtime.simulated else ""
-        skipped, entries, other_software = [], [], False
-        for _, path, found in cache.readable_records(root, skipped.append):
-            if found["fingerprint"] != device.fingerprint:
-                other_software |= Device.from_dict(found["device"]).model == device.model
-                continue
-            valid = record.valid_configs(found)
+        catalog = cache.Catalog.read(root)
+        skipped, choices = [str(error) for error in catalog.skipped], []
+        for stored in catalog.select(model=device.model):
+            valid = stored.record.valid_configs()
             if valid:
-                entries.append((record.problem_of(found), path, valid[0]))
-            else:
-                skipped.append(f"{path}: none of its configurations is valid in this version of tuner; "
+                other_software = stored.record.fingerprint != device.fingerprint
+                choices.append(Choice(stored.record.problem, stored.path, valid[0], stored.record, other_software))
+            elif stored.record.fingerprint == device.fingerprint:
+                skipped.append(f"{stored.path}: none of its configurations is valid in this version of tuner; "
                                f"run: tuner regenerate --backend {runtime.backend.name}{simulate}")
         for reason in skipped:
             warnings.warn(f"tuner: skipping cache record {reason}", SkippedRecordWarning, stacklevel=4)
-        return cls(runtime, kernel_dir(root), entries, other_software)
+        return cls(runtime, kernel_dir(root), choices)
 
     def kernel(self, problem: Problem) -> TunedKernel:
         """The compiled kernel for `problem`: tuned for the nearest shape, or the default."""
         if problem in self.chosen:
             self.chosen.move_to_end(problem)
             return self.chosen[problem]
-        candidates = [(distance(problem, tuned_for), index)
-                      for index, (tuned_for, _, _) in enumerate(self.entries) if tuned_for.dtype == problem.dtype]
         space = Space.of(self.runtime.backend, problem.dtype)
-        if candidates:
-            tuned_for, path, config = self.entries[min(candidates)[1]]
-        else:
+        choice = self._choose(space, problem)
+        if choice is None:
             self._warn_untuned(problem)
-            tuned_for, path, config = None, None, space.default()
-        self.chosen[problem] = TunedKernel(self._compile(space, config), problem, path, tuned_for)
+            tuned = TunedKernel(self._compile(space, space.default()), problem, None, None)
+        else:
+            tuned = TunedKernel(self._compile(space, choice.config), problem, choice.path, choice.tuned_for)
+        self.chosen[problem] = tuned
         if len(self.chosen) > SHAPES_KEPT:
             self.chosen.popitem(last=False)
-        return self.chosen[problem]
+        return tuned
+
+    def _choose(self, space: Space, problem: Problem) -> Choice | None:
+        """The choice of the nearest shape among this device's records of `problem`'s dtype, else
+        among those of its model under other software that pass verification here."""
+        for other_software in (False, True):
+            candidates = sorted((choice for choice in self.choices if choice.other_software == other_software
+                                 and choice.tuned_for.dtype == problem.dtype),
+                                key=lambda choice: distance(problem, choice.tuned_for))
+            for choice in candidates:
+                if not other_software or self._verified(space, choice):
+                    return choice
+        return None
+
+    def _verified(self, space: Space, choice: Choice) -> bool:
+        """Whether a configuration tuned under other software computes correctly here, checked once
+        on a product with edge tiles in every dimension; said once in a warning either way."""
+        if choice.path not in self.verified:
+            config = choice.config
+            problem = Problem(config.block_m + 1, config.block_n + 1, 2 * config.block_k + 1, space.precision.name)
+            check = verify_config(self.runtime, space, problem, config, self.kernels)
+            self.verified[choice.path] = not check
+            changes = ", ".join(software_changes(choice.record.device, self.runtime.device)) or "other versions"
+            outcome = (f"it passed verification here, and runs as tuned; to re-time it: tuner regenerate --backend "
+                       f"{self.runtime.backend.name}{' --simulate' if self.runtime.simulated else ''}"
+                       if not check else f"it fails verification here ({check}), so it is not used")
+            warnings.warn(f"tuner: {choice.path} was tuned for {choice.tuned_for.key} on this GPU model under other "
+                          f"software ({changes}); {outcome}", OtherSoftwareWarning, stacklevel=5)
+        return self.verified[choice.path]
 
     def _compile(self, space: Space, config: Config) -> Kernel:
         key = (space.precision.name, config)
@@ -143,12 +189,10 @@ class Library:
         self.warned.add(problem.dtype)
         device, backend = self.runtime.device, self.runtime.backend.name
         simulate = " --simulate" if self.runtime.simulated else ""
-        advice = (f"; or, to re-verify what was tuned on this GPU with other software: tuner regenerate "
-                  f"--backend {backend}{simulate}" if self.other_software else "")
         warnings.warn(
             f"tuner: nothing is tuned for {problem.dtype} on {device.name} [{device.fingerprint}], so an untuned "
             f"default configuration runs; tune it once with: tuner search --backend {backend}{simulate} --dtype "
-            f"{problem.dtype} --shape {problem.m} {problem.n} {problem.k}{advice}", UntunedWarning, stacklevel=4)
+            f"{problem.dtype} --shape {problem.m} {problem.n} {problem.k}", UntunedWarning, stacklevel=4)
 
 
 _lock = threading.Lock()
