@@ -150,3 +150,16 @@ def test_parse_assignments():
 def test_unknown_backend():
     with pytest.raises(ValueError, match="choose one of: cuda, roc"):
         get_backend("opencl")
+
+
+def test_heuristics_prune_apart_from_the_hard_rules_and_a_pruned_config_still_renders(cuda32):
+    from tuner.source import render
+
+    elongated = Config(thread_m=8, thread_n=2)
+    assert cuda32.broken_rules(elongated) == [] and "elongated beyond 2:1" in cuda32.pruned_by(elongated)[0]
+    assert cuda32.violations(elongated) == cuda32.pruned_by(elongated)
+    assert "def matmul(" in render(cuda32, elongated)
+    too_big = Config(block_m=128, block_n=128, thread_m=1, thread_n=1)
+    assert "exceeds the limit of 1024" in cuda32.broken_rules(too_big)[0]
+    with pytest.raises(InvalidConfig, match="exceeds the limit of 1024"):
+        render(cuda32, too_big)

@@ -51,11 +51,12 @@ def launch_bounds_of(space: Space, config: Config) -> int | tuple[int, int] | No
 
 
 def render(space: Space, config: Config, simulated: bool = False) -> str:
-    """The kernel source for `config`, which must be valid in `space` (checked here).
+    """The kernel source for `config`, which must break no hard rule of `space` (checked here);
+    a configuration the search's heuristics prune still renders.
 
     `simulated` drops the shared arrays' alignment, which Numba's simulator refuses, and only that.
     """
-    space.check(config)
+    space.check(config, rules_only=True)
     aligned = config.vector_fragments and not simulated
     precision = space.precision
     context = dict(

@@ -1,6 +1,8 @@
 """The search space as data: each parameter's domain and the rules a valid configuration obeys.
 
-A configuration that breaks a rule is rejected here, with the reason, before anything compiles.
+A configuration that breaks a hard rule (a backend limit, a template precondition) cannot run; one
+that a heuristic prunes (too slow to compile, or bound to lose) can, but the search skips it. Both
+are said here, with the reason, before anything compiles.
 """
 import itertools
 from dataclasses import dataclass, replace
@@ -114,7 +116,14 @@ class Space:
         return tile + fragments + (staged if config.prefetch else 0) + REGISTER_OVERHEAD
 
     def violations(self, config: Config) -> list[str]:
-        """Every rule `config` breaks, as one-line reasons; empty when it is valid."""
+        """Every reason the search skips `config`, as one-line reasons: the rules it breaks, then the
+        heuristics that prune it; empty when it is in the space."""
+        broken = self.broken_rules(config)
+        return broken if broken and not config.threads else broken + self.pruned_by(config)
+
+    def broken_rules(self, config: Config) -> list[str]:
+        """The hard rules `config` breaks: the backend's limits and features, and what the template
+        assumes. A configuration that breaks none can be rendered, compiled and launched."""
         limits = self.backend.limits
         reasons = []
         if config.max_registers and not self.backend.max_registers:
@@ -134,11 +143,9 @@ class Space:
         sizes = (config.block_m, config.block_n, config.block_k, config.thread_m, config.thread_n)
         if any(size & (size - 1) for size in sizes):
             # The template's tile copies use constant offsets, which needs power-of-two sizes.
-            reasons.append("block and thread tile sizes must be powers of two")
-            return reasons
+            return ["block and thread tile sizes must be powers of two"]
         if config.block_m % config.thread_m or config.block_n % config.thread_n:
-            reasons.append("thread_m must divide block_m and thread_n must divide block_n")
-            return reasons
+            return ["thread_m must divide block_m and thread_n must divide block_n"]
         threads = config.threads
         if threads % limits.warp_size:
             reasons.append(f"{threads} threads per block is not a multiple of the "
@@ -148,9 +155,6 @@ class Space:
                            f"{limits.max_threads_per_block}")
         if (config.block_m * config.block_k) % threads or (config.block_k * config.block_n) % threads:
             reasons.append(f"the A and B tiles do not split evenly over {threads} threads")
-        elif max(config.loads_per_thread) > MAX_LOADS_PER_THREAD:
-            reasons.append(f"each of {threads} threads would copy {max(config.loads_per_thread)} "
-                           f"elements of a tile per k-tile, over {MAX_LOADS_PER_THREAD}")
         if config.block_k % config.unroll_k:
             reasons.append(f"unroll_k={config.unroll_k} does not divide block_k={config.block_k}")
         shared = self.shared_memory(config)
@@ -171,7 +175,21 @@ class Space:
             if config.max_registers * threads > limits.registers_per_block:
                 reasons.append(f"max_registers={config.max_registers} x {threads} threads exceeds "
                                f"the {limits.registers_per_block} registers of a block")
-        reasons += self._vector_violations(config) + self._large_tile_violations(config, registers)
+        return reasons + self._vector_violations(config) + self._launch_bounds_violations(config, registers)
+
+    def pruned_by(self, config: Config) -> list[str]:
+        """The heuristics that keep `config` out of the search although it would run: what costs
+        too long to compile, or was measured or reasoned to lose (each says why)."""
+        reasons = []
+        if not config.vector_fragments and config.pad == VECTOR:
+            reasons.append(f"pad={config.pad} is for vector fragments; use pad 0 or 1")
+        if config.threads and max(config.loads_per_thread) > MAX_LOADS_PER_THREAD:
+            reasons.append(f"each of {config.threads} threads would copy {max(config.loads_per_thread)} "
+                           f"elements of a tile per k-tile, over {MAX_LOADS_PER_THREAD}")
+        reasons += [f"{name} is for register tiles of {LARGE_TILE} or more accumulators, not "
+                    f"{config.thread_m}x{config.thread_n}: smaller ones leave an SM blocks enough to hide barriers"
+                    for name in ("min_blocks", "double_buffer") if getattr(config, name)
+                    and config.thread_m * config.thread_n < LARGE_TILE]
         if max(config.thread_m, config.thread_n) > 2 * min(config.thread_m, config.thread_n):
             reasons.append(f"the {config.thread_m}x{config.thread_n} register tile is elongated beyond 2:1: "
                            "it loads more operands per multiply-add than a squarer one")
@@ -189,7 +207,7 @@ class Space:
     def _vector_violations(config: Config) -> list[str]:
         """What vector fragments (and pad=4, which is theirs) need of the tile layout."""
         if not config.vector_fragments:
-            return [f"pad={config.pad} is for vector fragments; use pad 0 or 1"] if config.pad == VECTOR else []
+            return []
         reasons = []
         if not config.transpose_a:
             reasons.append("vector_fragments needs transpose_a=true: a thread's rows are contiguous only in "
@@ -200,14 +218,10 @@ class Space:
             reasons.append(f"pad={config.pad} misaligns the vector loads of each tile row; use pad 0 or {VECTOR}")
         return reasons
 
-    def _large_tile_violations(self, config: Config, registers: int) -> list[str]:
-        """Where min_blocks and double_buffer may be used, and what a promise of min_blocks needs."""
-        reasons = [f"{name} is for register tiles of {LARGE_TILE} or more accumulators, not "
-                   f"{config.thread_m}x{config.thread_n}: smaller ones leave an SM blocks enough to hide barriers"
-                   for name in ("min_blocks", "double_buffer") if getattr(config, name)
-                   and config.thread_m * config.thread_n < LARGE_TILE]
-        if reasons or not config.min_blocks:
-            return reasons
+    def _launch_bounds_violations(self, config: Config, registers: int) -> list[str]:
+        """What a promise of min_blocks in the launch bounds needs."""
+        if not config.min_blocks:
+            return []
         if config.max_registers:
             return ["min_blocks needs launch bounds, which max_registers turns off"]
         # Two blocks of at most 1024 threads fit an SM's 2048; its registers (as many as a block may
@@ -218,9 +232,10 @@ class Space:
                     f"exceed the {limits.registers_per_block} registers of an SM"]
         return []
 
-    def check(self, config: Config) -> Config:
-        """`config` if it is valid here; otherwise InvalidConfig naming the first broken rule."""
-        reasons = self.violations(config)
+    def check(self, config: Config, rules_only: bool = False) -> Config:
+        """`config` if it is in the space (or, with `rules_only`, breaks no hard rule, so that it can
+        be rendered and run); otherwise InvalidConfig naming the first reason."""
+        reasons = self.broken_rules(config) if rules_only else self.violations(config)
         if reasons:
             raise InvalidConfig(reasons[0])
         return config
