@@ -4,12 +4,14 @@ Host operands (NumPy arrays, or anything `numpy.asarray` takes) are copied to th
 result is copied back. Device operands (Numba device arrays, and on CUDA any object exporting
 `__cuda_array_interface__`, such as CuPy arrays and PyTorch tensors) are used in place.
 """
+import math
 import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
 from .dtypes import PRECISIONS
+from .family import Family, family_for
 from .runtime import Runtime
 
 
@@ -33,7 +35,8 @@ class Call:
     A: object
     B: object
     C: object
-    shape: tuple[int, int, int]  # m, n, k
+    family: Family  # the kernel family whose operands these are
+    sizes: tuple[int, ...]  # the problem's sizes (m, n, k for a matmul), k last
     dtype: str
     out: object  # what the caller passed as out, if anything
     model: object  # the caller's first device operand, whose kind a new result takes; None for NumPy
@@ -80,7 +83,7 @@ def _on_device(runtime: Runtime, array):
 
 
 def _matrix(runtime: Runtime, array, name: str):
-    """`array` as a 2-D NumPy or device array, with its name in any error."""
+    """`array` as a NumPy or device array, with its name in any error."""
     if not is_device(array):
         if name == "out" and not isinstance(array, np.ndarray):
             raise TypeError(f"out must be a NumPy array or a device array, not {type(array).__name__}")
@@ -93,9 +96,6 @@ def _matrix(runtime: Runtime, array, name: str):
                             + (f" of {array.dtype}" if isinstance(given, np.ndarray) else ""))
     else:
         array = _on_device(runtime, array)
-    if len(array.shape) != 2:
-        raise ValueError(f"tuner.matmul multiplies 2-D matrices, but {name} is {len(array.shape)}-D with shape "
-                         f"{tuple(array.shape)}; reshape it (a vector v as v.reshape(1, -1) or v.reshape(-1, 1))")
     return array
 
 
@@ -111,9 +111,8 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta) -> Call:
     model = next((array for array in (out, A, B) if array is not None and is_device(array)), None)
     A, B = _matrix(runtime, A, "A"), _matrix(runtime, B, "B")
     native = [np.dtype(array.dtype).newbyteorder("=") for array in (A, B)]
-    (m, k), (k_b, n) = A.shape, B.shape
-    if k != k_b:
-        raise ValueError(f"A is {m}x{k} and B is {k_b}x{n}: A's columns ({k}) must equal B's rows ({k_b})")
+    family = family_for(len(A.shape), len(B.shape))
+    sizes, c_shape = family.sizes(tuple(A.shape), tuple(B.shape))
     if native[0] != native[1]:
         raise TypeError(f"A is {native[0]} and B is {native[1]}; tuner.matmul does not mix dtypes: "
                         "cast one, e.g. B.astype(A.dtype)")
@@ -128,11 +127,11 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta) -> Call:
             raise ValueError(f"{name}={shown} overflows {accumulate.__name__}, the precision this product is "
                              f"computed in; scale A or B instead, or use float64 matrices")
     output = np.dtype(PRECISIONS[dtype].output)
-    C = None if out is None else _check_out(runtime, out, (m, n), output)
+    C = None if out is None else _check_out(runtime, out, c_shape, output)
     if out is None and beta != 0:
         raise ValueError(f"beta={beta} scales C, so pass C as out= (or leave beta at 0)")
     host = [array for array in (A, B, C) if array is not None and not is_device(array)]
-    needed = sum(array.nbytes for array in host) + (m * n * output.itemsize if C is None else 0)
+    needed = sum(array.nbytes for array in host) + (math.prod(c_shape) * output.itemsize if C is None else 0)
     free = min(runtime.module.current_context().get_memory_info().free, runtime.device.memory_bytes) \
         if needed else 0  # asked only when something is allocated: a driver call per product
     if needed > free:
@@ -145,9 +144,9 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta) -> Call:
     elif C is not None and beta != 0:
         C = runtime.module.to_device(np.ascontiguousarray(C, dtype=output))
     else:
-        C = runtime.module.device_array((m, n), dtype=output)
+        C = runtime.module.device_array(c_shape, dtype=output)
     stream = next((array.stream for array in (C, A, B) if getattr(array, "stream", 0)), 0)
-    return Call(A, B, C, (m, n, k), dtype, out, model, stream)
+    return Call(A, B, C, family, sizes, dtype, out, model, stream)
 
 
 def _representable(scalar, accumulate) -> bool:
@@ -161,11 +160,11 @@ def _representable(scalar, accumulate) -> bool:
         return not np.isfinite(value) or bool(np.isfinite(accumulate(value)))
 
 
-def _check_out(runtime: Runtime, out, shape: tuple[int, int], dtype: np.dtype):
-    """`out` as a matrix of the product's shape and dtype that can be written."""
+def _check_out(runtime: Runtime, out, shape: tuple[int, ...], dtype: np.dtype):
+    """`out` as an array of the product's shape and dtype that can be written."""
     matrix = _matrix(runtime, out, "out")
     if tuple(matrix.shape) != shape:
-        raise ValueError(f"out has shape {tuple(matrix.shape)}, but A @ B is {shape[0]}x{shape[1]}")
+        raise ValueError(f"out has shape {tuple(matrix.shape)}, but A @ B is {'x'.join(map(str, shape))}")
     if np.dtype(matrix.dtype).newbyteorder("=") != dtype:
         raise TypeError(f"out is {np.dtype(matrix.dtype).newbyteorder('=')}, but this product is {dtype}")
     interface = getattr(out, "__cuda_array_interface__", None)

@@ -44,7 +44,7 @@ class Ceilings:
             nvdisasm_beside(ptxas_path())
         except (ReportUnavailable, NoDisassembler):
             return None
-        name = f"{space.backend.name}-{space.precision.name}-{templates_hash()}.json"
+        name = f"{space.backend.name}-{space.family.name}-{space.precision.name}-{templates_hash()}.json"
         return cls(root / "ceilings" / name, lambda config: _fma_fraction(space, config))
 
     def of(self, config: Config) -> float | None:

@@ -63,7 +63,7 @@ class _Worker:
 
 @dataclass
 class CompilePool:
-    """`workers` compiling processes for one backend and dtype, fed in submission order.
+    """`workers` compiling processes for one backend, dtype and kernel family, fed in submission order.
 
     `simulated`: the measuring process runs on the simulator, so the workers compile to PTX
     instead of into Numba's disk cache. `kernels`: the kernel directory the measuring process
@@ -76,6 +76,7 @@ class CompilePool:
     simulated: bool
     workers: int
     timeout: float = TIMEOUT_SECONDS
+    family: str = "matmul"
     _idle: list = field(default_factory=list)
     _busy: list = field(default_factory=list)
     _waiting: deque = field(default_factory=deque)  # (key, config) not yet handed to a worker
@@ -115,7 +116,7 @@ class CompilePool:
             environment.pop("NUMBA_ENABLE_CUDASIM", None)  # the workers compile for real, to PTX
         process = subprocess.Popen(
             [sys.executable, "-m", "tuner.compile_ahead", self.backend, self.dtype, self.kernels,
-             "ptx" if self.simulated else "cache"],
+             "ptx" if self.simulated else "cache", self.family],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
             env={**environment, PARENT: str(os.getpid())}, start_new_session=True)
         return _Worker(process)
@@ -188,7 +189,7 @@ def _stop(process: subprocess.Popen) -> None:
             stream.close()
 
 
-def _compile(backend: str, dtype: str, kernels: str, mode: str, config: dict) -> dict:
+def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, config: dict) -> dict:
     """One job in a worker: compile `config` into the disk cache, or to PTX and through ptxas."""
     from pathlib import Path
 
@@ -198,7 +199,7 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, config: dict) ->
     from .resources import ReportUnavailable, compile_ptx, report
     from .space import Space
 
-    space, start = Space.of(get_backend(backend), dtype), time.perf_counter()
+    space, start = Space.of(get_backend(backend), dtype, family), time.perf_counter()
     resources = None
     try:
         config = Config(**config)
@@ -237,11 +238,11 @@ def main() -> None:
     search alone, which stops the pool), gone with the search; then one answer per job line."""
     os.nice(NICENESS)
     follow_parent()
-    backend, dtype, kernels, mode = sys.argv[1:5]
+    backend, dtype, kernels, mode, family = sys.argv[1:6]
     unavailable = _context_problem(backend) if mode == "cache" else ""
     for line in sys.stdin:
         answer = {"seconds": 0.0, "fatal": unavailable} if unavailable else _compile(
-            backend, dtype, kernels, mode, json.loads(line))
+            backend, dtype, kernels, mode, family, json.loads(line))
         print(json.dumps(answer), flush=True)
 
 

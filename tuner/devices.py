@@ -15,11 +15,12 @@ from importlib.resources import files
 
 
 def templates_hash() -> str:
-    """A hash of every template the kernels are rendered from."""
+    """A hash of every kernel template of the registered families (the report's page is not one)."""
+    from .family import templates
+
     digest = hashlib.sha256()
-    for template in sorted(files("tuner.templates").iterdir(), key=lambda path: path.name):
-        if template.name.endswith(".j2"):
-            digest.update(template.name.encode() + b"\0" + template.read_bytes())
+    for name in templates():
+        digest.update(name.encode() + b"\0" + files("tuner.templates").joinpath(name).read_bytes())
     return digest.hexdigest()[:16]
 
 

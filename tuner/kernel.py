@@ -187,20 +187,16 @@ def import_source(source: str, module_name: str, directory: Path | None = None) 
 
 @dataclass(frozen=True)
 class Kernel:
-    """A compiled-on-demand matmul kernel with what it takes to launch it."""
+    """A compiled-on-demand kernel of one family with what it takes to launch it."""
 
     space: Space
     config: Config
     path: Path
     function: object  # the Numba dispatcher: function[grid, block](A, B, C, alpha, beta)
 
-    def grid(self, m: int, n: int) -> tuple[int, int]:
-        """Blocks per grid for an m x n result: (column tiles, row tiles)."""
-        rows, most = -(-m // self.config.block_m), self.space.backend.limits.grid_rows
-        if rows > most:
-            raise ValueError(f"{m} rows make {rows} row tiles of {self.config.block_m}, over the {most} a grid "
-                             "may have; split the product by rows")
-        return (-(-n // self.config.block_n), rows)
+    def grid(self, c_shape: tuple) -> tuple[int, ...]:
+        """Blocks per grid for a result of shape `c_shape` (one launch of it)."""
+        return self.space.family.grid(self.config, c_shape)
 
     @property
     def block(self) -> int:
@@ -214,11 +210,17 @@ class Kernel:
 
     def bind(self, A, B, C, alpha=1.0, beta=0.0, stream=0):
         """A no-argument launch on checked operands, on `stream` (0: the default one), with the
-        grid and scalars worked out once, so that repeated launches pay only Numba's dispatch."""
+        grids and scalars worked out once, so that repeated launches pay only Numba's dispatch.
+        A product that outgrows one grid runs as several launches (Family.parts)."""
         scalar = np.dtype(self.space.precision.accumulate).type
         alpha, beta = scalar(alpha), scalar(beta)
-        configured = self.function[self.grid(*C.shape), self.block, stream]
-        return lambda: configured(A, B, C, alpha, beta)
+        launches = [(self.function[self.grid(part[2].shape), self.block, stream], part)
+                    for part in self.space.family.parts(A, B, C, self.config, self.space.backend.limits.grid_rows)]
+
+        def launch():
+            for configured, (A_part, B_part, C_part) in launches:
+                configured(A_part, B_part, C_part, alpha, beta)
+        return launch
 
     def compile(self):
         """Compile now for C-contiguous operands, so compile errors surface apart from launch
@@ -226,24 +228,23 @@ class Kernel:
         simulator, which interprets the Python source and has nothing to compile."""
         if simulating():
             return None
-        precision = self.space.precision
-        operand = f"{precision.input}[:, ::1]"
-        return self.function.compile(f"void({operand}, {operand}, {precision.output}[:, ::1], "
-                                     f"{precision.accumulate}, {precision.accumulate})")
+        return self.function.compile(self.space.family.signature(self.space.precision))
 
     def check_operands(self, A, B, C) -> None:
-        """ValueError unless A is (m, k), B is (k, n) and C is (m, n) in this kernel's dtypes.
-
-        The kernel takes M and N from C and K from A; anything else would read out of bounds.
-        """
-        precision = self.space.precision
+        """ValueError unless A, B and C have the dimensions, shapes and dtypes of one product of
+        this kernel's family. The kernel takes the sizes from C and A; anything else would read out
+        of bounds."""
+        precision, family = self.space.precision, self.space.family
         for name, array, dtype in (("A", A, precision.input), ("B", B, precision.input), ("C", C, precision.output)):
-            if len(array.shape) != 2:
-                raise ValueError(f"{name} must be 2-D, not {len(array.shape)}-D")
+            if len(array.shape) != family.operand_dims:
+                raise ValueError(f"{name} must be {family.operand_dims}-D, not {len(array.shape)}-D")
             if np.dtype(array.dtype) != np.dtype(dtype):
                 raise ValueError(f"{name} must be {dtype} for this {precision.name} kernel, not {array.dtype}")
-        (m, k), (k_b, n), (m_c, n_c) = A.shape, B.shape, C.shape
-        if k != k_b or (m, n) != (m_c, n_c):
+        try:
+            _, c_shape = family.sizes(tuple(A.shape), tuple(B.shape))
+        except ValueError:
+            c_shape = None
+        if c_shape != tuple(C.shape):
             raise ValueError(f"shapes do not chain: A {A.shape} @ B {B.shape} -> C {C.shape}")
 
 

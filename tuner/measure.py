@@ -47,11 +47,8 @@ class Operands:
 
     @classmethod
     def fresh(cls, runtime: Runtime, space: Space, problem: Problem, seed: int) -> "Operands":
-        rng = np.random.default_rng(seed)
-        dtype = space.precision.input
-        A = rng.uniform(-1, 1, (problem.m, problem.k)).astype(dtype)
-        B = rng.uniform(-1, 1, (problem.k, problem.n)).astype(dtype)
-        reference = A.astype(np.float64) @ B.astype(np.float64)
+        A, B = space.family.random_operands(problem, np.random.default_rng(seed), space.precision.input)
+        reference = np.matmul(A.astype(np.float64), B.astype(np.float64))
         return cls(runtime.module.to_device(A), runtime.module.to_device(B), reference)
 
 

@@ -14,12 +14,12 @@ from .backends import BACKENDS
 from .config import Config
 from .devices import Device
 from .dtypes import PRECISIONS
+from .family import families, get_family
 from .problem import Problem
 from .schema import Count, ListOf, MapOf, Number, OneOf, Text, Timestamp, check
 from .space import Space
 
 FORMAT = 2
-FAMILY = "matmul"  # the kernel family every record of this version holds
 RUNNERS_UP = 4
 MAX_BYTES = 1 << 20  # a record is a few kilobytes; a larger file is not one
 MAX_DIMENSION = 1 << 31  # rows or columns of one matrix
@@ -84,11 +84,15 @@ class Record:
     started: str  # ISO 8601, UTC
     finished: str
     study: dict  # the study's name and storage label
-    family: str = FAMILY
 
     @property
     def fingerprint(self) -> str:
         return self.device.fingerprint
+
+    @property
+    def family(self) -> str:
+        """The kernel family its configurations are of (its problem's)."""
+        return self.problem.family
 
     @property
     def best(self) -> Entry:
@@ -106,12 +110,12 @@ class Record:
     @property
     def home(self) -> str:
         """Where the record belongs under records/: its device's folder and its product's file."""
-        return f"{self.device.slug}/{self.problem.key}.json"
+        return f"{self.device.slug}/{get_family(self.family).record_prefix}{self.problem.key}.json"
 
     def valid_configs(self) -> list[Config]:
         """The ranked configurations that this version's space still accepts, best first. Its rules
         are not part of the fingerprint, so a record can outlive them."""
-        space = Space.of(BACKENDS[self.device.backend], self.problem.dtype)
+        space = Space.of(BACKENDS[self.device.backend], self.problem.dtype, self.family)
         return [config for config in self.configs if not space.violations(config)]
 
     def as_dict(self) -> dict:
@@ -121,7 +125,7 @@ class Record:
             "family": self.family,
             "fingerprint": self.fingerprint,
             "device": self.device.as_dict(),
-            "problem": {"m": self.problem.m, "n": self.problem.n, "k": self.problem.k, "dtype": self.problem.dtype},
+            "problem": self.problem.as_dict(),
             "clock": self.clock,
             "best": self.best.as_dict(),
             "runners_up": [entry.as_dict() for entry in self.runners_up],
@@ -137,7 +141,8 @@ class Record:
             raise RecordError(f"not a tuner record of a known format ({', '.join(map(str, KNOWN_FORMATS))})")
         while data["format"] != FORMAT:
             data = MIGRATIONS[data["format"]](data)
-        problem = check(data, SCHEMA, "record")
+        problem = check(data, {**SCHEMA, "family": OneOf(families())}, "record") or check(
+            data["problem"], _problem_schema(get_family(data["family"]).problem), "record.problem")
         if problem:
             raise RecordError(problem)
         device = Device.from_dict(data["device"])
@@ -145,14 +150,19 @@ class Record:
             raise RecordError("fingerprint does not match the device it describes")
         if data["problem"]["dtype"] not in BACKENDS[device.backend].dtypes:
             raise RecordError(f"dtype {data['problem']['dtype']} is not one of the {device.backend} backend's")
-        return cls(device, Problem(**data["problem"]), data["clock"],
+        return cls(device, get_family(data["family"]).problem(**data["problem"]), data["clock"],
                    tuple(_entry(entry) for entry in (data["best"], *data["runners_up"])),
                    Budget(**data["budget"]), data["searched"]["started"], data["searched"]["finished"],
-                   dict(data["study"]), data["family"])
+                   dict(data["study"]))
 
 
 class RecordError(ValueError):
     """Data that is not a sound record; the message says what is wrong."""
+
+
+def _problem_schema(problem: type) -> dict:
+    """What a record of a family holds of its problem: each size, and the dtype."""
+    return {**{name: Count(1, MAX_DIMENSION) for name in problem.dimensions()}, "dtype": OneOf(PRECISIONS)}
 
 
 def _entry(data: dict) -> Entry:
@@ -183,7 +193,7 @@ def _from_format_1(data: dict) -> dict:
         return {**entry, "config": {**neutral, **entry["config"]}}
 
     runners_up = data.get("runners_up")
-    return {**data, "format": 2, "family": FAMILY, "best": filled(data.get("best")),
+    return {**data, "format": 2, "family": "matmul", "best": filled(data.get("best")),
             "runners_up": [filled(entry) for entry in runners_up] if isinstance(runners_up, list) else runners_up}
 
 
@@ -217,11 +227,11 @@ MEASUREMENT = {
 ENTRY = {"trial": Count(), "config": Parameters(), "measurement": MEASUREMENT}
 SCHEMA = {
     "format": OneOf((FORMAT,)),
-    "family": OneOf((FAMILY,)),
+    "family": Text(),  # one of the registered families (checked at load)
     "fingerprint": Text(),
     "device": DEVICE,
-    "problem": {"m": Count(1, MAX_DIMENSION), "n": Count(1, MAX_DIMENSION), "k": Count(1, MAX_DIMENSION),
-                "dtype": OneOf(PRECISIONS)},
+    # An object here; what it holds is checked against its family's problem (_problem_schema).
+    "problem": lambda value, where: "" if isinstance(value, dict) else f"{where} must be an object",
     "clock": Text(),
     "best": ENTRY,
     "runners_up": ListOf(ENTRY, RUNNERS_UP),

@@ -18,7 +18,6 @@ from .problem import Problem
 from .record import Record
 from .runtime import Runtime
 from .search import Search
-from .space import Space
 
 
 @dataclass
@@ -80,7 +79,7 @@ def _reverify(search: Search, old: Record) -> tuple[bool, list[str]]:
     """Measure the old record's configurations under the current software: whether any passes,
     and a line per configuration."""
     simulated = search.runtime.simulated
-    space = Space.of(search.runtime.backend, search.problem.dtype)
+    space = search.space
     details, valid = [], []
     for entry in old.ranked:
         reasons = space.violations(entry.config)

@@ -84,15 +84,10 @@ def compile_ptx(space: Space, config: Config, arch: tuple[int, int] = ARCH,
     if simulating():
         raise ReportUnavailable("the resource report needs Numba's compiler: unset NUMBA_ENABLE_CUDASIM")
     from numba import cuda
-    from numba import types
 
     module = import_source(render(space, config), space.backend.module, directory)
-    precision = space.precision
-    matrix = getattr(types, precision.input)[:, ::1]
-    signature = (matrix, matrix, getattr(types, precision.output)[:, ::1],
-                 getattr(types, precision.accumulate), getattr(types, precision.accumulate))
     start = time.perf_counter()
-    ptx, _ = cuda.compile_ptx(module.matmul.py_func, signature, cc=arch,
+    ptx, _ = cuda.compile_ptx(module.matmul.py_func, space.family.signature(space.precision), cc=arch,
                               launch_bounds=launch_bounds_of(space, config))
     return ptx, time.perf_counter() - start
 

@@ -122,14 +122,14 @@ class Runtime:
 
     def too_slow(self, problem: Problem) -> str:
         """Why `problem` would take minutes or more here (on the simulator), or "" if it would not."""
-        if self.simulated and problem.m * problem.n * problem.k > SIMULATOR_MAX_MULTIPLY_ADDS:
-            return (f"{problem.m}x{problem.n}x{problem.k} is too large for the simulator, which runs one Python "
-                    "thread per GPU thread (m*n*k at most 128**3; a GPU takes more)")
+        if self.simulated and problem.multiply_adds > SIMULATOR_MAX_MULTIPLY_ADDS:
+            return (f"{problem.shape_text} is too large for the simulator, which runs one Python "
+                    "thread per GPU thread (at most 128**3 multiply-adds; a GPU takes more)")
         return ""
 
     def refuses(self, problem: Problem) -> str:
         """Why `problem` is too large to tune here, or "" if it is not."""
-        shape = f"{problem.m}x{problem.n}x{problem.k}"
+        shape = problem.shape_text
         too_slow = self.too_slow(problem)
         if too_slow:
             return too_slow

@@ -68,7 +68,7 @@ class Outcome:
 
 
 def study_name(runtime: Runtime, problem: Problem) -> str:
-    return f"matmul-{problem.key}-{runtime.device.fingerprint}"
+    return f"{problem.family}-{problem.key}-{runtime.device.fingerprint}"
 
 
 def _passed(trial) -> bool:
@@ -120,7 +120,8 @@ def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Prob
     cached for this backend and dtype (this shape's first, from any GPU), the default one, and the
     seed kernel."""
     found = []
-    for stored in cache.Catalog.read(root).select(backend=runtime.backend.name, dtype=problem.dtype):
+    for stored in cache.Catalog.read(root).select(backend=runtime.backend.name, family=problem.family,
+                                                  dtype=problem.dtype):
         same_problem = stored.record.problem == problem
         if same_problem and stored.record.fingerprint == runtime.device.fingerprint:
             found += [(0, config) for config in stored.record.configs]
@@ -141,7 +142,7 @@ class Search:
                  sampler: str = "local", storage: str | None = None, name: str | None = None,
                  heartbeat: int = HEARTBEAT_SECONDS):
         self.runtime, self.problem, self.root, self.seed = runtime, problem, root, seed
-        self.space = Space.of(runtime.backend, problem.dtype)
+        self.space = Space.of(runtime.backend, problem.dtype, problem.family)
         label = redacted(storage) if storage else "journal file under the cache directory"
         self.storage_label = label if len(label) <= MAX_TEXT else "..." + label[3 - MAX_TEXT:]
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -235,7 +236,8 @@ class Search:
         self._budget, self._last_evaluated = budget, started
         ahead = compile_workers if self.runtime.backend.compiles_without_gpu or not self.runtime.simulated else 0
         pool = CompilePool(self.runtime.backend.name, self.problem.dtype, str(kernel_dir(self.root)),
-                           self.runtime.simulated, ahead) if ahead else contextlib.nullcontext()
+                           self.runtime.simulated, ahead, family=self.problem.family) \
+            if ahead else contextlib.nullcontext()
         if ahead:
             private_dir(kernel_dir(self.root))  # an unsafe kernel directory stops the search before any worker starts
         try:

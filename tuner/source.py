@@ -7,7 +7,6 @@ import jinja2
 from .config import VECTOR, Config
 from .space import Space
 
-TEMPLATE = "matmul.py.j2"
 SHARED_ALIGNMENT = 16  # bytes: what a 16-byte vector load from shared memory needs
 
 
@@ -61,6 +60,8 @@ def render(space: Space, config: Config, simulated: bool = False) -> str:
     precision = space.precision
     context = dict(
         config.as_dict(),
+        **space.family.context(config),
+        template=space.family.template,
         params=list(config.as_dict().items()),
         backend=space.backend.name,
         module=space.backend.module,
@@ -83,4 +84,4 @@ def render(space: Space, config: Config, simulated: bool = False) -> str:
         a_loads=_tile_loads(config.threads, config.block_m, config.block_k),
         b_loads=_tile_loads(config.threads, config.block_k, config.block_n),
     )
-    return _environment().get_template(TEMPLATE).render(context)
+    return _environment().get_template(space.family.template).render(context)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from .backends import Backend
 from .config import VECTOR, Config, format_value
 from .dtypes import PRECISIONS, Precision
+from .family import Family, get_family
 
 DOMAINS = {
     "block_m": (16, 32, 64, 128),
@@ -73,19 +74,20 @@ def _words(nbytes: int) -> int:
 
 @dataclass(frozen=True)
 class Space:
-    """The valid kernel configurations for one backend and one precision."""
+    """The valid kernel configurations of one family for one backend and one precision."""
 
     backend: Backend
     precision: Precision
+    family: Family
 
     @classmethod
-    def of(cls, backend: Backend, dtype: str) -> "Space":
+    def of(cls, backend: Backend, dtype: str, family: str = "matmul") -> "Space":
         if dtype not in backend.dtypes:
             raise InvalidConfig(
                 f"dtype {dtype!r} is not supported on {backend.name}; "
                 f"choose one of: {', '.join(backend.dtypes)}"
             )
-        return cls(backend, PRECISIONS[dtype])
+        return cls(backend, PRECISIONS[dtype], get_family(family))
 
     def domains(self) -> dict[str, tuple]:
         """Each parameter's possible values on this backend."""

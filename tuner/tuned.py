@@ -9,7 +9,6 @@ Numba's on-disk cache (`cache=True`), once per machine. A record of another GPU 
 used. With nothing tuned for this model, a default configuration runs, after one warning that
 names the command to tune it.
 """
-import math
 import threading
 import warnings
 from collections import OrderedDict
@@ -67,9 +66,9 @@ class TunedKernel:
         return self.kernel.path
 
     @property
-    def grid(self) -> tuple[int, int]:
-        """Blocks per grid for this product."""
-        return self.kernel.grid(self.problem.m, self.problem.n)
+    def grid(self) -> tuple[int, ...]:
+        """Blocks per grid for this product (of its first launch, where it needs several)."""
+        return self.kernel.grid(self.problem.shapes[2])
 
     @property
     def block(self) -> int:
@@ -79,11 +78,6 @@ class TunedKernel:
     def __call__(self, A, B, C, alpha=1.0, beta=0.0) -> None:
         """Launch on device arrays of this product's shape: C = alpha*A@B + beta*C."""
         self.kernel(A, B, C, alpha, beta)
-
-
-def distance(first: Problem, second: Problem) -> float:
-    """How far apart two shapes are: the summed log-ratios of their dimensions."""
-    return sum(abs(math.log2(a / b)) for a, b in ((first.m, second.m), (first.n, second.n), (first.k, second.k)))
 
 
 @dataclass(frozen=True)
@@ -107,8 +101,8 @@ class Library:
     kernels: Path  # the kernel directory
     choices: list[Choice]
     chosen: OrderedDict = field(default_factory=OrderedDict)  # Problem -> TunedKernel, most recent last
-    compiled: dict = field(default_factory=dict)  # (dtype, Config) -> Kernel
-    warned: set = field(default_factory=set)  # dtypes warned about
+    compiled: dict = field(default_factory=dict)  # (Space, Config) -> Kernel
+    warned: set = field(default_factory=set)  # (family, dtype) pairs warned about
     verified: dict = field(default_factory=dict)  # record path -> whether it passed verification here
 
     @classmethod
@@ -135,7 +129,7 @@ class Library:
         if problem in self.chosen:
             self.chosen.move_to_end(problem)
             return self.chosen[problem]
-        space = Space.of(self.runtime.backend, problem.dtype)
+        space = Space.of(self.runtime.backend, problem.dtype, problem.family)
         choice = self._choose(space, problem)
         if choice is None:
             self._warn_untuned(problem)
@@ -152,8 +146,9 @@ class Library:
         among those of its model under other software that pass verification here."""
         for other_software in (False, True):
             candidates = sorted((choice for choice in self.choices if choice.other_software == other_software
+                                 and choice.tuned_for.family == problem.family
                                  and choice.tuned_for.dtype == problem.dtype),
-                                key=lambda choice: distance(problem, choice.tuned_for))
+                                key=lambda choice: problem.distance(choice.tuned_for))
             for choice in candidates:
                 if not other_software or self._verified(space, choice):
                     return choice
@@ -163,9 +158,8 @@ class Library:
         """Whether a configuration tuned under other software computes correctly here, checked once
         on a product with edge tiles in every dimension; said once in a warning either way."""
         if choice.path not in self.verified:
-            config = choice.config
-            problem = Problem(config.block_m + 1, config.block_n + 1, 2 * config.block_k + 1, space.precision.name)
-            check = verify_config(self.runtime, space, problem, config, self.kernels)
+            problem = space.family.verification(choice.config, space.precision.name)
+            check = verify_config(self.runtime, space, problem, choice.config, self.kernels)
             self.verified[choice.path] = not check
             changes = ", ".join(software_changes(choice.record.device, self.runtime.device)) or "other versions"
             outcome = (f"it passed verification here, and runs as tuned; to re-time it: tuner regenerate --backend "
@@ -176,7 +170,7 @@ class Library:
         return self.verified[choice.path]
 
     def _compile(self, space: Space, config: Config) -> Kernel:
-        key = (space.precision.name, config)
+        key = (space, config)
         if key not in self.compiled:
             kernel = load(space, config, self.kernels)
             kernel.compile()
@@ -184,15 +178,15 @@ class Library:
         return self.compiled[key]
 
     def _warn_untuned(self, problem: Problem) -> None:
-        if problem.dtype in self.warned:
+        if (problem.family, problem.dtype) in self.warned:
             return
-        self.warned.add(problem.dtype)
+        self.warned.add((problem.family, problem.dtype))
         device, backend = self.runtime.device, self.runtime.backend.name
         simulate = " --simulate" if self.runtime.simulated else ""
         warnings.warn(
             f"tuner: nothing is tuned for {problem.dtype} on {device.name} [{device.fingerprint}], so an untuned "
             f"default configuration runs; tune it once with: tuner search --backend {backend}{simulate} --dtype "
-            f"{problem.dtype} --shape {problem.m} {problem.n} {problem.k}", UntunedWarning, stacklevel=4)
+            f"{problem.dtype} {problem.options}", UntunedWarning, stacklevel=4)
 
 
 _lock = threading.Lock()
@@ -251,7 +245,8 @@ def _dtype_name(dtype) -> str:
 def matmul(A, B, out=None, *, alpha=1.0, beta=0.0):
     """alpha * A @ B (+ beta * out), with the kernel tuned for this GPU.
 
-    A and B are 2-D matrices of one dtype (float32, float64, or float16 with a float32 result).
+    A and B are 2-D matrices of one dtype (float32, float64, or float16 with a float32 result), or
+    stacks of them as np.matmul takes them (see the registered families in tuner/families).
     NumPy arrays are copied to the device and the result comes back as NumPy; Numba device arrays
     and CUDA Array Interface exporters (CuPy, PyTorch) are used in place, and the result is of
     their kind. With `out`, the result is written there and `out` is returned; beta scales
@@ -259,18 +254,12 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0):
     """
     library = _library(None, None)
     call = arrays.prepare(library.runtime, A, B, out, alpha, beta)
-    m, n, k = call.shape
-    if m and n:
-        problem = Problem(m, n, max(k, 1), call.dtype)
+    if 0 not in call.sizes[:-1]:  # with k = 0, C still becomes beta * C
+        problem = call.family.problem(*call.sizes[:-1], max(call.sizes[-1], 1), call.dtype)
         too_slow = library.runtime.too_slow(problem)
         if too_slow:
             raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
         with _lock:
             kernel = library.kernel(problem).kernel
-        # A grid has at most grid_rows row tiles: a taller product runs as several launches.
-        rows = kernel.config.block_m * library.runtime.backend.limits.grid_rows
-        parts = [(call.A, call.C)] if m <= rows else [
-            (call.A[first:first + rows], call.C[first:first + rows]) for first in range(0, m, rows)]
-        for A_rows, C_rows in parts:
-            kernel.bind(A_rows, call.B, C_rows, alpha, beta, call.stream)()
+        kernel.bind(*call.family.kernel_operands(call.A, call.B), call.C, alpha, beta, call.stream)()
     return call.result()

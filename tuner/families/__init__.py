@@ -1,0 +1,1 @@
+"""The registered kernel families: one module each, defining FAMILY (see tuner/family.py)."""

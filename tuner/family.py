@@ -1,0 +1,113 @@
+"""Kernel families: what generic code needs to generate, launch, verify and record one kind of kernel.
+
+A family bundles its problem type (key, work, shapes, distance), its kernel template, its launch
+geometry, how `tuner.matmul` recognises its operands, and where its records go. The tunable
+parameters, their domains, rules and heuristics are the space's (space.py), which every family of
+tiled products shares. A family registers itself by being a module of tuner/families that defines
+FAMILY: adding a family adds a module and its template, and changes nothing here.
+"""
+import importlib
+import pkgutil
+from functools import cache
+
+import numpy as np
+
+from .config import Config
+from .dtypes import Precision
+from .problem import Problem
+
+
+class Family:
+    """The matmul family's behaviour, which other families refine: C = alpha * A @ B + beta * C
+    on 2-D operands, one launch per product (several when its rows outgrow the grid)."""
+
+    name = "matmul"
+    problem = Problem  # its problem type
+    template = "matmul.py.j2"  # the kernel template rendered
+    templates = ("matmul.py.j2",)  # every template its kernels are rendered from
+    record_prefix = ""  # before the problem's key in its record files' names
+    operands = "2-D matrices"  # what `tuner.matmul` takes, in words
+    operand_dims = 2  # dimensions of A, B and C as the kernel takes them
+
+    def accepts(self, a_dims: int, b_dims: int) -> bool:
+        """Whether `tuner.matmul` operands of these dimensions are this family's."""
+        return (a_dims, b_dims) == (2, 2)
+
+    def sizes(self, a_shape: tuple, b_shape: tuple) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The problem's sizes and C's shape for operands of these shapes; ValueError if they do not
+        multiply."""
+        (m, k), (k_b, n) = a_shape, b_shape
+        if k != k_b:
+            raise ValueError(f"A is {m}x{k} and B is {k_b}x{n}: A's columns ({k}) must equal B's rows ({k_b})")
+        return (m, n, k), (m, n)
+
+    def kernel_operands(self, A, B):
+        """A and B as the kernel takes them (the same arrays, for this family)."""
+        return A, B
+
+    def verification(self, config: Config, dtype: str) -> Problem:
+        """A small problem with edge tiles in every dimension and two k-tiles, to verify a
+        configuration on before trusting it."""
+        return self.problem(config.block_m + 1, config.block_n + 1, 2 * config.block_k + 1, dtype)
+
+    def random_operands(self, problem: Problem, rng: np.random.Generator, dtype: str) -> tuple:
+        """Host operands with entries uniform in [-1, 1]."""
+        a_shape, b_shape, _ = problem.shapes
+        return rng.uniform(-1, 1, a_shape).astype(dtype), rng.uniform(-1, 1, b_shape).astype(dtype)
+
+    def signature(self, precision: Precision) -> str:
+        """The kernel's Numba signature for C-contiguous operands."""
+        layout = ", ".join([":"] * (self.operand_dims - 1) + ["::1"])
+        operand, output, scalar = (f"{precision.input}[{layout}]", f"{precision.output}[{layout}]",
+                                   precision.accumulate)
+        return f"void({operand}, {operand}, {output}, {scalar}, {scalar})"
+
+    def parts(self, A, B, C, config: Config, grid_rows: int) -> list[tuple]:
+        """The (A, B, C) of each launch: one, or one per band of rows that fits a grid's
+        `grid_rows` row tiles."""
+        rows, m = config.block_m * grid_rows, tuple(C.shape)[0]
+        if m <= rows:
+            return [(A, B, C)]
+        return [(A[first:first + rows], B, C[first:first + rows]) for first in range(0, m, rows)]
+
+    def grid(self, config: Config, c_shape: tuple) -> tuple[int, ...]:
+        """Blocks per grid for a C of this shape: (column tiles, row tiles)."""
+        *_, m, n = tuple(c_shape)
+        return (-(-n // config.block_n), -(-m // config.block_m))
+
+    def context(self, config: Config) -> dict:
+        """Template variables beyond the configuration's (none for this family)."""
+        return {}
+
+
+@cache
+def families() -> dict[str, Family]:
+    """Every registered family by name: the FAMILY of each module of tuner/families."""
+    from . import families as package
+
+    found = [importlib.import_module(f"{package.__name__}.{module.name}").FAMILY
+             for module in pkgutil.iter_modules(package.__path__)]
+    return {family.name: family for family in sorted(found, key=lambda family: family.name)}
+
+
+def get_family(name: str) -> Family:
+    """The family called `name`, or a ValueError that lists the known ones."""
+    try:
+        return families()[name]
+    except KeyError:
+        raise ValueError(f"unknown kernel family {name!r}; choose one of: {', '.join(families())}") from None
+
+
+def family_for(a_dims: int, b_dims: int) -> Family:
+    """The family whose operands have these dimensions; ValueError saying what tuner.matmul takes."""
+    for family in families().values():
+        if family.accepts(a_dims, b_dims):
+            return family
+    taken = " or ".join(family.operands for family in families().values())
+    raise ValueError(f"tuner.matmul multiplies {taken}, but A is {a_dims}-D and B is {b_dims}-D; reshape them "
+                     "(a vector v as v.reshape(1, -1) or v.reshape(-1, 1))")
+
+
+def templates() -> tuple[str, ...]:
+    """Every kernel template of every family: what the fingerprint hashes (never the report's page)."""
+    return tuple(sorted({name for family in families().values() for name in family.templates}))
