@@ -10,7 +10,8 @@ from records import H100, make_record
 from tuner import cache
 from tuner.record import RUNNERS_UP
 from tuner.backends import CUDA
-from tuner.devices import describe_simulator, templates_hash
+from tuner.devices import templates_hash
+from tuner.simulator import describe as describe_simulator
 from tuner.problem import Problem
 from tuner.space import Space
 

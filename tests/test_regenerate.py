@@ -9,7 +9,7 @@ import tuner.backends
 from tuner import cache
 from tuner.cli import main
 from tuner.config import Config
-from tuner.devices import describe_simulator
+from tuner.simulator import describe as describe_simulator
 from tuner.problem import Problem
 
 HERE = describe_simulator("cuda")

@@ -12,7 +12,7 @@ import tuner
 from tuner import cache
 from tuner.backends import BACKENDS, CUDA
 from tuner.config import Config
-from tuner.devices import describe_simulator
+from tuner.simulator import describe as describe_simulator
 from tuner.problem import Problem
 from tuner.space import Space
 

@@ -75,11 +75,7 @@ def _on_device(runtime: Runtime, array):
     """A device array the kernel can take: a Numba array as is, an exporter wrapped (no copy)."""
     if hasattr(array, "copy_to_host"):  # checked first: the interface property builds a dict
         return array
-    wrap = getattr(runtime.module, "as_cuda_array", None)
-    if wrap is None:
-        raise TypeError(f"numba.{runtime.backend.module} takes no __cuda_array_interface__ arrays; "
-                        "pass NumPy arrays or Numba device arrays")
-    return wrap(array)
+    return runtime.wrap(array)
 
 
 def _matrix(runtime: Runtime, array, name: str):

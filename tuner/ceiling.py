@@ -38,7 +38,7 @@ class Ceilings:
         from .resources import ReportUnavailable, ptxas_path
         from .sass import NoDisassembler, nvdisasm_beside
 
-        if runtime.simulated or space.backend.name != "cuda":
+        if runtime.simulated or not space.backend.counts_resources:
             return None
         try:
             nvdisasm_beside(ptxas_path())

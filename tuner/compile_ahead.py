@@ -221,12 +221,10 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
 
 def _context_problem(backend: str) -> str:
     """Why this worker cannot compile for the GPU (it needs a context of its own), or ""."""
-    import importlib
-
     from .backends import get_backend
 
     try:
-        importlib.import_module(f"numba.{get_backend(backend).module}").current_context()
+        get_backend(backend).load().current_context()
     except Exception as error:  # the driver's refusal, such as a GPU in exclusive-process mode
         return (f"a compile worker cannot open a {backend} context ({type(error).__name__}: {error}); the GPU may "
                 "allow one process only: rerun with --compile-workers 0")

@@ -17,18 +17,13 @@ import types
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 
-from . import cache
+from . import cache, simulator
 from .config import Config
-from .runtime import simulating
 from .source import render
 from .space import Space
-
-# jit options that only steer register allocation; the simulator's jit does not accept them.
-_CODEGEN_ONLY_OPTIONS = ("launch_bounds", "max_registers")
 
 _replaced: set[Path] = set()  # kernel files already reported as replaced in this process
 
@@ -149,37 +144,18 @@ def write_source(source: str, directory: Path | None = None) -> Path:
     return path
 
 
-@contextlib.contextmanager
-def _simulated_as(module_name: str):
-    """While a kernel's source runs: `from numba import <module_name>` yields the simulated
-    numba.cuda, whose jit then ignores the options that only steer register allocation."""
-    import numba
-    from numba import cuda
-
-    simulated_jit = cuda.jit
-
-    def jit(*args, **options):
-        for name in _CODEGEN_ONLY_OPTIONS:
-            options.pop(name, None)
-        return simulated_jit(*args, **options)
-
-    with mock.patch.dict(sys.modules, {f"numba.{module_name}": cuda}), \
-            mock.patch.object(numba, module_name, cuda, create=True), \
-            mock.patch.object(cuda, "jit", jit):
-        yield
-
-
 def import_source(source: str, module_name: str, directory: Path | None = None) -> types.ModuleType:
     """The module of rendered `source`, once per process (its name is its content hash): the
     checked file is written (write_source), then `source` itself runs as that file's code, so
-    nothing read back from disk runs. On the simulator, its GPU module is bound to the simulator."""
+    nothing read back from disk runs. On the simulator, its GPU module is bound to the simulator
+    (simulator.bound)."""
     path = write_source(source, directory)
     if path.stem in sys.modules:
         return sys.modules[path.stem]
     module = types.ModuleType(path.stem)
     module.__file__ = str(path)
     code = compile(source, str(path), "exec")
-    with _simulated_as(module_name) if simulating() else contextlib.nullcontext():
+    with simulator.bound(module_name):
         exec(code, module.__dict__)
     sys.modules[path.stem] = module
     return module
@@ -226,7 +202,7 @@ class Kernel:
         """Compile now for C-contiguous operands, so compile errors surface apart from launch
         errors: Numba's compiled kernel (registers, shared and local memory), or None on the
         simulator, which interprets the Python source and has nothing to compile."""
-        if simulating():
+        if simulator.simulating():
             return None
         return self.function.compile(self.space.family.signature(self.space.precision))
 
@@ -251,5 +227,5 @@ class Kernel:
 def load(space: Space, config: Config, directory: Path | None = None) -> Kernel:
     """Render, write and import the kernel for `config` in `space` (kernel files in `directory`,
     by default kernel_dir())."""
-    module = import_source(render(space, config, simulated=simulating()), space.backend.module, directory)
+    module = import_source(render(space, config, simulated=simulator.simulating()), space.backend.module, directory)
     return Kernel(space, config, Path(module.__file__), module.matmul)

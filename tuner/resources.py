@@ -14,10 +14,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import sass
+from . import sass, simulator
 from .config import Config
 from .kernel import import_source
-from .runtime import simulating
 from .source import launch_bounds_of, render
 from .space import Space
 
@@ -78,10 +77,10 @@ def compile_ptx(space: Space, config: Config, arch: tuple[int, int] = ARCH,
                 directory: Path | None = None) -> tuple[str, float]:
     """The PTX of `config`'s kernel for `arch` (its file in the kernel `directory`, by default
     kernel_dir()), and the seconds compile_ptx took."""
-    if space.backend.name != "cuda":
+    if not space.backend.counts_resources:
         raise ReportUnavailable(f"no static count exists for {space.backend.name}: the resource report and "
                                 "fma_fraction come from PTX, ptxas and nvdisasm, which are NVIDIA's")
-    if simulating():
+    if simulator.simulating():
         raise ReportUnavailable("the resource report needs Numba's compiler: unset NUMBA_ENABLE_CUDASIM")
     from numba import cuda
 

@@ -1,31 +1,20 @@
 """A backend opened on this machine: its Numba module, its device, and its clock.
 
 One small interface serves the three ways a kernel runs: numba-cuda on an NVIDIA GPU, numba-hip
-on an AMD GPU, and Numba's CUDA simulator standing in for either. Everything else (arrays,
+on an AMD GPU, and Numba's CUDA simulator standing in for either. What differs is asked of the
+backend object (tuner/backends/) or the simulator (tuner/simulator.py); everything else (arrays,
 launches) goes through the Numba module, whose API numba-cuda, numba-hip and the simulator share.
 """
-import ctypes
-import importlib
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from .backends import BACKENDS, Backend, get_backend
-from .devices import Device, describe_cuda, describe_hip, describe_simulator
+from . import simulator
+from .backends import BACKENDS, SIMULATOR_DEFAULT, Backend, NoDevice, get_backend
+from .devices import Device
 from .problem import Problem
-
-_DESCRIBE = {"cuda": describe_cuda, "roc": describe_hip}
-INSTALL = {
-    "cuda": "pip install -e '.[cuda]'",
-    "roc": "install numba-hip in its own environment: python3 -m venv .venv-roc && "
-           ".venv-roc/bin/pip install -e '.[roc]' (it cannot share one with numba-cuda)",
-}
-
-# The simulator runs one Python thread per GPU thread: beyond this many multiply-adds a single
-# launch takes minutes (a 64x64x64 product already takes up to 7 s).
-SIMULATOR_MAX_MULTIPLY_ADDS = 128 ** 3
+from .simulator import enabled as simulator_enabled
 
 
 class RuntimeUnavailable(RuntimeError):
@@ -36,47 +25,13 @@ class NoGPU(RuntimeUnavailable):
     """No GPU of the backend's kind is visible; the simulator can stand in."""
 
 
-def simulator_enabled() -> bool:
-    """Whether this process runs (or will run) numba.cuda as the simulator."""
-    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-
-
-def simulating() -> bool:
-    """Whether numba.cuda, as imported in this process, is Numba's CUDA simulator."""
-    try:
-        from numba.cuda.core import config  # numba-cuda
-    except ImportError:
-        from numba import config  # the numba.cuda built into numba<0.64 (numba-hip's environment)
-    return bool(config.ENABLE_CUDASIM)
-
-
 def driver_device_count(backend: Backend) -> int:
-    """Devices the vendor driver reports to this process (after CUDA_VISIBLE_DEVICES or
-    HIP_VISIBLE_DEVICES), asked through ctypes so that no Numba module loads; NoGPU if none."""
-    if backend.name == "cuda":
-        candidates, init, count = ["libcuda.so.1"], "cuInit", "cuDeviceGetCount"
-    else:
-        rocm = os.environ.get("ROCM_PATH", "/opt/rocm")
-        candidates = ["libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", f"{rocm}/lib/libamdhip64.so"]
-        init, count = "hipInit", "hipGetDeviceCount"
-    library = _load_first(candidates)
-    if library is None:
-        raise NoGPU(f"no {backend.name} driver found ({' or '.join(candidates)} is not loadable)")
-    devices = ctypes.c_int(0)
-    if getattr(library, init)(0) != 0 or getattr(library, count)(ctypes.byref(devices)) != 0:
-        raise NoGPU(f"the {backend.name} driver found no usable device")
-    if devices.value == 0:
-        raise NoGPU(f"the {backend.name} driver reports no device")
-    return devices.value
-
-
-def _load_first(candidates: list[str]):
-    for name in candidates:
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    return None
+    """Devices `backend`'s driver reports to this process, without loading Numba (Backend.detect);
+    NoGPU if none."""
+    try:
+        return backend.detect()
+    except NoDevice as reason:
+        raise NoGPU(str(reason)) from None
 
 
 @dataclass
@@ -95,14 +50,12 @@ class Runtime:
     @property
     def clock(self) -> str:
         """What a measured time is, in words; shown wherever times appear."""
-        return "simulated CPU time" if self.simulated else "GPU time (device events)"
+        return simulator.CLOCK if self.simulated else "GPU time (device events)"
 
     def elapsed(self, launch) -> float:
         """Seconds one call of `launch` takes: device events on a GPU, CPU time on the simulator."""
         if self.simulated:
-            start = time.process_time()  # all the simulator's threads
-            launch()
-            return time.process_time() - start
+            return simulator.elapsed(launch)
         start, end = self.module.event(timing=True), self.module.event(timing=True)
         start.record()
         launch()
@@ -120,12 +73,18 @@ class Runtime:
         source, target = self._flush_buffers
         target.copy_to_device(source)
 
+    def wrap(self, array):
+        """A device array the kernel can take, made from an object exporting
+        `__cuda_array_interface__` (no copy); TypeError where the module cannot wrap one."""
+        wrapper = getattr(self.module, self.backend.array_wrapper, None)
+        if wrapper is None:
+            raise TypeError(f"numba.{self.backend.module} takes no __cuda_array_interface__ arrays; "
+                            "pass NumPy arrays or Numba device arrays")
+        return wrapper(array)
+
     def too_slow(self, problem: Problem) -> str:
         """Why `problem` would take minutes or more here (on the simulator), or "" if it would not."""
-        if self.simulated and problem.multiply_adds > SIMULATOR_MAX_MULTIPLY_ADDS:
-            return (f"{problem.shape_text} is too large for the simulator, which runs one Python "
-                    "thread per GPU thread (at most 128**3 multiply-adds; a GPU takes more)")
-        return ""
+        return simulator.too_slow(problem) if self.simulated else ""
 
     def refuses(self, problem: Problem) -> str:
         """Why `problem` is too large to tune here, or "" if it is not."""
@@ -149,7 +108,7 @@ class Runtime:
         found = []
         for gpu in self.module.gpus:
             with gpu:
-                found.append(_DESCRIBE[self.backend.name](self.module))
+                found.append(self.backend.describe(self.module))
         return found
 
 
@@ -164,21 +123,20 @@ def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         from numba import cuda
 
-        if not simulating():
+        if not simulator.simulating():
             raise RuntimeUnavailable("Numba read its configuration before --simulate took effect; "
                                      "set NUMBA_ENABLE_CUDASIM=1 before starting Python")
-        return Runtime(backend, cuda, describe_simulator(backend.name))
+        return Runtime(backend, cuda, simulator.describe(backend.name))
     driver_device_count(backend)
-    os.environ.setdefault("NUMBA_HIP_DEFAULT_ARCH_WITH_FEATURES", "1")
     try:
-        module = importlib.import_module(f"numba.{backend.module}")
+        module = backend.load()
     except Exception as error:  # numba-hip's import also fails on missing clang or ROCm headers
         raise RuntimeUnavailable(f"numba.{backend.module} does not load ({type(error).__name__}: {error}); "
-                                 f"{INSTALL[backend.name]}") from None
+                                 f"{backend.install}") from None
     if not module.is_available():
         raise RuntimeUnavailable(f"the {backend.name} driver reports a device but numba.{backend.module} cannot use "
                                  "it; check the driver and toolkit versions, or pass --simulate")
-    return Runtime(backend, module, _DESCRIBE[backend.name](module))
+    return Runtime(backend, module, backend.describe(module))
 
 
 def detect_runtime(backend: str | None = None) -> Runtime:
@@ -188,7 +146,7 @@ def detect_runtime(backend: str | None = None) -> Runtime:
     if name:
         return open_runtime(get_backend(name))
     if simulator_enabled():
-        return open_runtime(BACKENDS["cuda"])
+        return open_runtime(BACKENDS[SIMULATOR_DEFAULT])
     reasons = []
     for candidate in BACKENDS.values():
         try:

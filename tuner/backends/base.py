@@ -1,0 +1,81 @@
+"""What every backend answers: its hardware limits, what its compiler and launches support, how
+its GPUs are found and described, and how its Numba module is installed and loaded."""
+import ctypes
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+
+from ..devices import Device
+
+
+class NoDevice(Exception):
+    """The backend's driver is missing or reports no device; the message says which."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-block hardware limits that decide whether a kernel configuration can launch."""
+
+    warp_size: int
+    max_threads_per_block: int
+    shared_memory_per_block: int  # bytes of static shared memory (LDS) one block may declare
+    registers_per_thread: int  # 32-bit registers one thread may use
+    registers_per_block: int  # 32-bit registers all threads of one block may use together
+    grid_rows: int  # blocks along the grid's y axis, which runs over C's row tiles
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A code-generation target: a Numba module with its limits and features. Each backend's
+    module (cuda.py, hip.py) subclasses it with how to find, describe and load its GPUs."""
+
+    name: str
+    module: str  # the name the kernel source imports from numba
+    limits: Limits
+    dtypes: tuple[str, ...]  # input dtypes the backend's compiler supports
+    max_registers: bool  # whether the jit decorator accepts max_registers
+    launch_bounds: bool  # whether the jit decorator accepts launch_bounds (threads, blocks per SM)
+    shared_alignment: bool  # whether shared.array accepts alignment=, which vector shared loads need
+    visible_devices: str  # the environment variable that limits a process to some of the GPUs
+    compiles_without_gpu: bool  # whether its kernels compile (to PTX) on a host without its GPU
+    counts_resources: bool  # whether static counts (ptxas registers, SASS fma_fraction) exist for its kernels
+    array_wrapper: str  # the module's function that wraps a __cuda_array_interface__ exporter, if it has one
+    install: str  # how to install its Numba module
+    driver_init: str  # the driver library's initialisation function
+    driver_count: str  # the driver library's device-count function
+
+    def driver_libraries(self) -> list[str]:
+        """The names under which the vendor driver library may be loaded, in order."""
+        raise NotImplementedError
+
+    def detect(self) -> int:
+        """Devices the vendor driver reports to this process (after the visible-devices variable),
+        asked through ctypes so that no Numba module loads; NoDevice if none."""
+        candidates = self.driver_libraries()
+        library = _load_first(candidates)
+        if library is None:
+            raise NoDevice(f"no {self.name} driver found ({' or '.join(candidates)} is not loadable)")
+        devices = ctypes.c_int(0)
+        if (getattr(library, self.driver_init)(0) != 0
+                or getattr(library, self.driver_count)(ctypes.byref(devices)) != 0):
+            raise NoDevice(f"the {self.name} driver found no usable device")
+        if devices.value == 0:
+            raise NoDevice(f"the {self.name} driver reports no device")
+        return devices.value
+
+    def load(self) -> ModuleType:
+        """The backend's Numba module, imported."""
+        return importlib.import_module(f"numba.{self.module}")
+
+    def describe(self, module: ModuleType) -> Device:
+        """The current device of the loaded `module`: the description its fingerprint hashes."""
+        raise NotImplementedError
+
+
+def _load_first(candidates: list[str]):
+    for name in candidates:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None

@@ -1,0 +1,79 @@
+"""numba-cuda on NVIDIA GPUs: the limits, features and device description of the CUDA backend."""
+import re
+from types import ModuleType
+
+from ..devices import Device, software, templates_hash
+from .base import Backend, Limits
+
+# Vector FMA lanes per streaming multiprocessor, FP32 and FP64, by compute capability.
+_LANES = {
+    (7, 0): (64, 32), (7, 5): (64, 2), (8, 0): (64, 32), (8, 6): (128, 2), (8, 7): (128, 2),
+    (8, 9): (128, 2), (9, 0): (128, 64), (10, 0): (128, 64), (12, 0): (128, 2),
+}
+
+
+def _nvidia_driver() -> str:
+    """The NVIDIA kernel driver's version (such as 580.65.06), where Linux exposes it."""
+    try:
+        with open("/proc/driver/nvidia/version") as version:
+            found = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", version.readline())
+    except OSError:
+        return "unknown"
+    return found.group(1) if found else "unknown"
+
+
+class CudaBackend(Backend):
+    """numba-cuda: found through libcuda, described through numba.cuda."""
+
+    def driver_libraries(self) -> list[str]:
+        return ["libcuda.so.1"]
+
+    def describe(self, module: ModuleType) -> Device:
+        from numba.cuda.cudadrv import driver, runtime
+
+        gpu = module.get_current_device()
+        cc = tuple(gpu.compute_capability)
+        sms, clock_khz = gpu.MULTIPROCESSOR_COUNT, gpu.CLOCK_RATE
+        peaks = {}
+        if cc in _LANES:
+            fp32, fp64 = _LANES[cc]
+            peaks = {"float32": 2 * fp32 * sms * clock_khz / 1e6, "float64": 2 * fp64 * sms * clock_khz / 1e6}
+        return Device(
+            backend=self.name,
+            name=gpu.name.decode() if isinstance(gpu.name, bytes) else str(gpu.name),
+            arch=f"sm_{cc[0]}{cc[1]}",
+            multiprocessors=sms,
+            memory_bytes=module.current_context().get_memory_info().total,
+            clock_khz=clock_khz,
+            l2_bytes=gpu.L2_CACHE_SIZE,
+            driver=f"{_nvidia_driver()} (CUDA {'.'.join(map(str, driver.get_version()))})",
+            runtime="NVRTC " + ".".join(map(str, runtime.get_version())),
+            software={**software(("numba", "numba-cuda")), "templates": templates_hash()},
+            peak_gflops=peaks,
+        )
+
+
+CUDA = CudaBackend(
+    name="cuda",
+    module="cuda",
+    # numba-cuda declares shared memory statically, which CUDA caps at 48 KiB per block.
+    limits=Limits(
+        warp_size=32,
+        max_threads_per_block=1024,
+        shared_memory_per_block=48 * 1024,
+        registers_per_thread=255,
+        registers_per_block=64 * 1024,
+        grid_rows=65535,
+    ),
+    dtypes=("float32", "float64", "float16"),
+    max_registers=True,
+    launch_bounds=True,
+    shared_alignment=True,
+    visible_devices="CUDA_VISIBLE_DEVICES",
+    compiles_without_gpu=True,
+    counts_resources=True,  # PTX, ptxas and nvdisasm are NVIDIA's
+    array_wrapper="as_cuda_array",
+    install="pip install -e '.[cuda]'",
+    driver_init="cuInit",
+    driver_count="cuDeviceGetCount",
+)

@@ -1,0 +1,85 @@
+"""numba-hip on AMD GPUs: the limits, features and device description of the ROC backend."""
+import os
+from types import ModuleType
+
+from ..devices import Device, software, templates_hash
+from .base import Backend, Limits
+
+# Vector FP64 rate relative to FP32 on AMD Instinct parts; others are left without a peak.
+_FP64_RATIO = {"gfx908": 0.5, "gfx90a": 1.0, "gfx940": 1.0, "gfx941": 1.0, "gfx942": 1.0, "gfx950": 1.0}
+
+
+def _amdgpu_driver() -> str:
+    try:
+        with open("/sys/module/amdgpu/version") as version:
+            return version.read().strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+class HipBackend(Backend):
+    """numba-hip: found through libamdhip64, described through numba.hip, whose device
+    attributes mirror numba-cuda's."""
+
+    def driver_libraries(self) -> list[str]:
+        rocm = os.environ.get("ROCM_PATH", "/opt/rocm")
+        return ["libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", f"{rocm}/lib/libamdhip64.so"]
+
+    def load(self) -> ModuleType:
+        """numba.hip, told first to keep the architecture's target features (gfx90a:sramecc+:xnack-),
+        which the device description and so the fingerprint hold."""
+        os.environ.setdefault("NUMBA_HIP_DEFAULT_ARCH_WITH_FEATURES", "1")
+        return super().load()
+
+    def describe(self, module: ModuleType) -> Device:
+        from numba.hip.hipdrv import driver
+
+        gpu = module.get_current_device()
+        cus, clock_khz, arch = gpu.MULTIPROCESSOR_COUNT, gpu.CLOCK_RATE, str(gpu.amdgpu_arch)
+        # Scalar (non-packed) FP32 FMAs: 64 lanes per compute unit, two flops each.
+        fp32 = 2 * 64 * cus * clock_khz / 1e6
+        ratio = _FP64_RATIO.get(arch.split(":")[0])
+        hip_version = ".".join(map(str, driver.get_version()))
+        return Device(
+            backend=self.name,
+            name=str(gpu.name),
+            arch=arch,
+            multiprocessors=cus,
+            memory_bytes=module.current_context().get_memory_info().total,
+            clock_khz=clock_khz,
+            l2_bytes=gpu.L2_CACHE_SIZE,
+            driver=f"amdgpu {_amdgpu_driver()} (HIP {hip_version})",
+            runtime=f"HIP {hip_version}",
+            software={**software(("numba", "numba-hip")), "templates": templates_hash()},
+            peak_gflops={"float32": fp32, **({"float64": fp32 * ratio} if ratio else {})},
+        )
+
+
+ROC = HipBackend(
+    name="roc",
+    module="hip",
+    # AMD CDNA: wavefronts of 64, 64 KiB of LDS per workgroup, 256 architectural VGPRs per lane,
+    # and 512 VGPRs x 64 lanes on each of a compute unit's 4 SIMDs.
+    limits=Limits(
+        warp_size=64,
+        max_threads_per_block=1024,
+        shared_memory_per_block=64 * 1024,
+        registers_per_thread=256,
+        registers_per_block=4 * 512 * 64,
+        grid_rows=65535,  # CUDA's bound; HIP's own was not checked on AMD hardware
+    ),
+    dtypes=("float32", "float64"),
+    max_registers=False,
+    launch_bounds=False,
+    # numba-hip mirrors an older numba.cuda API; alignment= is not known to exist there (unchecked
+    # on AMD hardware), so vector fragments stay out of the ROC space.
+    shared_alignment=False,
+    visible_devices="HIP_VISIBLE_DEVICES",
+    compiles_without_gpu=False,
+    counts_resources=False,
+    array_wrapper="as_cuda_array",  # used where numba.hip has it (unchecked on AMD hardware)
+    install="install numba-hip in its own environment: python3 -m venv .venv-roc && "
+            ".venv-roc/bin/pip install -e '.[roc]' (it cannot share one with numba-cuda)",
+    driver_init="hipInit",
+    driver_count="hipGetDeviceCount",
+)

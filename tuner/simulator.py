@@ -1,0 +1,93 @@
+"""Numba's CUDA simulator: a runtime that either backend's kernel source runs on, on the host CPU.
+
+This is the one place that knows what the simulator is and what differs on it: whether it is on,
+the Device it stands in as, how a kernel's `from numba import <module>` is bound to it, its clock
+(the CPU time of every thread it runs) and the products too large for it.
+"""
+import contextlib
+import os
+import platform
+import sys
+import time
+from unittest import mock
+
+from .devices import Device, software, templates_hash
+from .problem import Problem
+
+CLOCK = "simulated CPU time"  # what a time measured on the simulator is, in words
+
+# The simulator runs one Python thread per GPU thread: beyond this many multiply-adds a single
+# launch takes minutes (a 64x64x64 product already takes up to 7 s).
+MAX_MULTIPLY_ADDS = 128 ** 3
+
+# jit options that only steer register allocation; the simulator's jit does not accept them.
+_CODEGEN_ONLY_OPTIONS = ("launch_bounds", "max_registers")
+
+
+def enabled() -> bool:
+    """Whether this process runs (or will run) numba.cuda as the simulator."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def simulating() -> bool:
+    """Whether numba.cuda, as imported in this process, is Numba's CUDA simulator."""
+    try:
+        from numba.cuda.core import config  # numba-cuda
+    except ImportError:
+        from numba import config  # the numba.cuda built into numba<0.64 (numba-hip's environment)
+    return bool(config.ENABLE_CUDASIM)
+
+
+def describe(backend: str) -> Device:
+    """Numba's CUDA simulator standing in for a `backend` GPU: the host CPU runs every thread."""
+    return Device(
+        backend=backend,
+        name=f"Numba CUDA simulator on {platform.processor() or platform.machine()}",
+        arch="simulator",
+        multiprocessors=os.cpu_count() or 1,
+        memory_bytes=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+        clock_khz=0,
+        l2_bytes=0,
+        driver="none",
+        runtime="none",
+        software={**software(("numba", "numba-cuda")), "templates": templates_hash()},
+    )
+
+
+@contextlib.contextmanager
+def bound(module_name: str):
+    """While a kernel's source runs, on the simulator: `from numba import <module_name>` yields
+    the simulated numba.cuda, whose jit then ignores the options that only steer register
+    allocation. Off the simulator, nothing changes."""
+    if not simulating():
+        yield
+        return
+    import numba
+    from numba import cuda
+
+    simulated_jit = cuda.jit
+
+    def jit(*args, **options):
+        for name in _CODEGEN_ONLY_OPTIONS:
+            options.pop(name, None)
+        return simulated_jit(*args, **options)
+
+    with mock.patch.dict(sys.modules, {f"numba.{module_name}": cuda}), \
+            mock.patch.object(numba, module_name, cuda, create=True), \
+            mock.patch.object(cuda, "jit", jit):
+        yield
+
+
+def elapsed(launch) -> float:
+    """Seconds of CPU time one call of `launch` takes, over all the simulator's threads."""
+    start = time.process_time()
+    launch()
+    return time.process_time() - start
+
+
+def too_slow(problem: Problem) -> str:
+    """Why `problem` would take minutes or more on the simulator, or "" if it would not."""
+    if problem.multiply_adds > MAX_MULTIPLY_ADDS:
+        return (f"{problem.shape_text} is too large for the simulator, which runs one Python "
+                "thread per GPU thread (at most 128**3 multiply-adds; a GPU takes more)")
+    return ""
