@@ -8,13 +8,12 @@ command started twice) through the default journal file, or on many hosts throug
 - before measuring, a worker claims its configuration under a lock shared by all workers (a file
   lock beside a journal or SQLite file, a PostgreSQL advisory lock): it measures only if no other
   worker has measured or claimed the same configuration, and only while the study's budget has
-  room.
+  room. The claim returns the worker's next step, a trials.Decision.
 """
 import contextlib
 import copy
 import fcntl
 import hashlib
-import json
 import os
 import random
 import re
@@ -30,6 +29,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from . import journal
+from .trials import MEASURE, SPENT, Decision, config_key, is_measured
 
 # A database worker records a heartbeat this often; one silent for GRACE_INTERVALS heartbeats is
 # dead, and its trial is failed and queued again.
@@ -46,13 +46,7 @@ POLL_SECONDS = 0.5
 # Tries at opening a database whose schema other workers are creating at the same moment.
 SCHEMA_ATTEMPTS = 10
 
-CLAIMED, SPENT = "claimed", "spent"
-
 _CREDENTIALS = re.compile(r"://([^:/@]*):([^@/]+)@")
-
-
-def config_key(params: dict) -> str:
-    return json.dumps(params, sort_keys=True)
 
 
 def worker_name() -> str:
@@ -68,11 +62,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def is_measured(trial) -> bool:
-    """A complete trial that measured its configuration (not invalid, duplicate or surplus)."""
-    return trial.state == TrialState.COMPLETE and trial.user_attrs.get("kind") == "measured"
 
 
 def retry(study: optuna.Study, trial) -> None:
@@ -291,11 +280,16 @@ class SharedStorage:
     def measured_count(self, study: optuna.Study) -> int:
         return sum(map(is_measured, study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))))
 
-    def claim(self, study: optuna.Study, trial, key: str, budget: int | None):
-        """Claim configuration `key` for `trial` before measuring it. Returns CLAIMED; or the trial
-        that measured it already (another worker may have); or SPENT when the study holds
-        `budget` measured variants. While another live worker holds a claim on the same
-        configuration, or the claims in flight fill the budget, it waits for them to finish."""
+    def claim(self, study: optuna.Study, budget: int | None, trial=None, key: str | None = None) -> Decision:
+        """The next step of this worker (a trials.Decision), taken under the workers' lock once the
+        trials of dead workers are queued again. For `trial`, about to measure configuration `key`:
+        answer it from the trial that measured `key` already (another worker may have); else SPENT
+        once the study holds `budget` measured variants; else MEASURE, with its claim written.
+        Without a trial: SPENT, or MEASURE when there is room to ask for one. While another live
+        worker holds a claim on `key`, or the claims in flight fill the budget, it waits for them."""
+        if trial is None and budget is None:
+            return MEASURE
+        mine = trial.number if trial is not None else None
         while True:
             with self.lock.held(study.study_name):
                 self._recover(study)
@@ -304,25 +298,13 @@ class SharedStorage:
                 earlier = next((other for other in measured
                                 if other.user_attrs.get("claim", config_key(other.params)) == key), None)
                 if earlier is not None:
-                    return earlier
-                claims = [other.user_attrs["claim"] for other in trials if other.state == TrialState.RUNNING
-                          and other.number != trial.number and "claim" in other.user_attrs]
+                    return Decision(earlier)
                 if budget is not None and len(measured) >= budget:
                     return SPENT
+                claims = [other.user_attrs["claim"] for other in trials if other.state == TrialState.RUNNING
+                          and other.number != mine and "claim" in other.user_attrs]
                 if key not in claims and (budget is None or len(measured) + len(claims) < budget):
-                    trial.set_user_attr("claim", key)
-                    return CLAIMED
-            time.sleep(POLL_SECONDS)
-
-    def wait_for_room(self, study: optuna.Study, budget: int) -> bool:
-        """Wait while the claims in flight fill the budget; False once the budget is spent."""
-        while True:
-            self.recover(study)
-            trials = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.COMPLETE))
-            measured = sum(map(is_measured, trials))
-            if measured >= budget:
-                return False
-            claims = sum(other.state == TrialState.RUNNING and "claim" in other.user_attrs for other in trials)
-            if measured + claims < budget:
-                return True
+                    if trial is not None:
+                        trial.set_user_attr("claim", key)
+                    return MEASURE
             time.sleep(POLL_SECONDS)
