@@ -94,8 +94,10 @@ def test_the_kinds_of_an_earlier_journal_still_count(tmp_path):
     passed and spent budget."""
     path = tmp_path / "old.journal"
     study = optuna.create_study(storage=SharedStorage(None, path).storage, study_name="old", direction="maximize")
-    for kind, status in (("measured", "ok"), ("measured", "wrong"), ("invalid", None), ("duplicate", None)):
-        trial = study.ask({"block_m": optuna.distributions.CategoricalDistribution([32, 64])})
+    for kind, status, block_m in (("measured", "ok", 32), ("measured", "wrong", 64), ("invalid", None, 16),
+                                  ("duplicate", None, 32)):
+        study.enqueue_trial({"block_m": block_m})
+        trial = study.ask({"block_m": optuna.distributions.CategoricalDistribution([16, 32, 64])})
         trial.set_user_attr("kind", kind)
         if status:
             trial.set_user_attr("measurement", {"status": status})
