@@ -160,21 +160,9 @@ class Search:
 
     def enqueue(self, configs: list[Config]) -> list[Config]:
         """Queue the configurations the study has neither measured, claimed nor queued; those
-        queued. Under the workers' lock, so that workers starting together queue each one once."""
-        with self.shared.lock.held(self.study.study_name):
-            taken = {config_key(trial.params) if trial.state == TrialState.COMPLETE else
-                     trial.user_attrs.get("queued") or trial.user_attrs.get("claim")
-                     for trial in self.study.get_trials(deepcopy=False, states=(
-                         TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE))
-                     if trial.state != TrialState.COMPLETE or is_measured(trial)}
-            queued = []
-            for config in configs:
-                key = config_key(config.as_dict())
-                if key not in self.history and key not in taken:
-                    self.study.enqueue_trial(config.as_dict(), user_attrs={"queued": key})
-                    taken.add(key)
-                    queued.append(config)
-        return queued
+        queued (SharedStorage.enqueue)."""
+        queued = self.shared.enqueue(self.study, [config.as_dict() for config in configs])
+        return [Config(**params) for params in queued]
 
     def warm_start(self) -> list[Config]:
         """Queue the known-good configurations (see warm_start_configs)."""

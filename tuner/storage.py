@@ -6,14 +6,12 @@ command started twice) through the default journal file, or on many hosts throug
 - a dead worker's running trial is found (heartbeats in a database; the process id on this host)
   and queued again, with Optuna's retry callback;
 - before measuring, a worker claims its configuration under a lock shared by all workers (a file
-  lock beside a journal or SQLite file, a PostgreSQL advisory lock): it measures only if no other
-  worker has measured or claimed the same configuration, and only while the study's budget has
-  room. The claim returns the worker's next step, a trials.Decision.
+  lock beside a journal or SQLite file, a PostgreSQL advisory lock; see locks.py): it measures
+  only if no other worker has measured or claimed the same configuration, and only while the
+  study's budget has room. The claim returns the worker's next step, a trials.Decision.
 """
 import contextlib
 import copy
-import fcntl
-import hashlib
 import os
 import random
 import re
@@ -29,6 +27,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from . import journal
+from .locks import AdvisoryLock, FileLock, NoLock
 from .trials import MEASURE, SPENT, Decision, config_key, is_measured
 
 # A database worker records a heartbeat this often; one silent for GRACE_INTERVALS heartbeats is
@@ -72,66 +71,6 @@ def retry(study: optuna.Study, trial) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRIES)(study, clean)
-
-
-class _FileLock:
-    """An exclusive fcntl lock on a file beside the study's journal or SQLite file. The kernel
-    releases it when its process dies, so a worker killed while holding it blocks no one (Optuna's
-    default symlink lock for journals is broken only after 30 s). It also serves as the journal's
-    append lock (acquire and release), on a file of its own (.flock) so that it never meets the
-    symlink lock of a tool opening the journal with Optuna's defaults."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._file = None
-
-    def acquire(self) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a")
-        fcntl.flock(self._file, fcntl.LOCK_EX)
-        return True
-
-    def release(self) -> None:
-        file, self._file = self._file, None
-        fcntl.flock(file, fcntl.LOCK_UN)
-        file.close()
-
-    @contextlib.contextmanager
-    def held(self, study_name: str):
-        self.acquire()
-        try:
-            yield
-        finally:
-            self.release()
-
-
-class _AdvisoryLock:
-    """A PostgreSQL session advisory lock keyed by the study's name; the server drops it if the
-    worker dies while holding it."""
-
-    def __init__(self, engine):
-        self.engine = engine
-
-    @contextlib.contextmanager
-    def held(self, study_name: str):
-        from sqlalchemy import text
-
-        key = int.from_bytes(hashlib.sha256(f"tuner:{study_name}".encode()).digest()[:8], "big", signed=True)
-        with self.engine.connect() as connection:
-            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
-            try:
-                yield
-            finally:
-                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
-
-
-class _NoLock:
-    """Other databases: claims are checked without a lock, so two workers that claim the same
-    configuration in the same instant may both measure it."""
-
-    @contextlib.contextmanager
-    def held(self, study_name: str):
-        yield
 
 
 def _password(url: str) -> str:
@@ -186,7 +125,7 @@ class SharedStorage:
             if not url:
                 path.parent.mkdir(parents=True, exist_ok=True)
             journal.check(path, str(path))
-            append_lock = _FileLock(path.with_name(path.name + ".flock"))
+            append_lock = FileLock(path.with_name(path.name + ".flock"))
             with append_lock.held(str(path)):
                 journal.repair(path, str(path))
             try:
@@ -196,7 +135,7 @@ class SharedStorage:
                 raise journal.JournalError(f"{path} cannot be read as a study journal ({type(error).__name__}: "
                                            f"{str(error)[:200]}); restore it from a copy, or give a new file "
                                            "name") from None
-            self.lock = _FileLock(path.with_name(path.name + ".claims.lock"))
+            self.lock = FileLock(path.with_name(path.name + ".claims.lock"))
 
     def _database(self, url: str, heartbeat: int):
         try:
@@ -213,11 +152,11 @@ class SharedStorage:
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
         dialect = storage.engine.dialect.name
         if dialect == "postgresql":
-            return storage, _AdvisoryLock(storage.engine)
+            return storage, AdvisoryLock(storage.engine)
         database = storage.engine.url.database
         if dialect == "sqlite" and database and database != ":memory:":
-            return storage, _FileLock(Path(database + ".claims.lock"))
-        return storage, _NoLock()
+            return storage, FileLock(Path(database + ".claims.lock"))
+        return storage, NoLock()
 
     def grace_seconds(self) -> float:
         """How long a worker may stay silent before its trial is taken as dead."""
@@ -276,6 +215,24 @@ class SharedStorage:
                 study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
                 if trial.params:
                     retry(study, trial)
+
+    def enqueue(self, study: optuna.Study, configs: list[dict]) -> list[dict]:
+        """Queue the configurations (parameters) the study has neither measured, claimed nor queued;
+        those queued. Under the workers' lock, so that workers starting together queue each one once."""
+        with self.lock.held(study.study_name):
+            taken = {config_key(trial.params) if trial.state == TrialState.COMPLETE else
+                     trial.user_attrs.get("queued") or trial.user_attrs.get("claim")
+                     for trial in study.get_trials(deepcopy=False, states=(
+                         TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE))
+                     if trial.state != TrialState.COMPLETE or is_measured(trial)}
+            queued = []
+            for params in configs:
+                key = config_key(params)
+                if key not in taken:
+                    study.enqueue_trial(params, user_attrs={"queued": key})
+                    taken.add(key)
+                    queued.append(params)
+        return queued
 
     def measured_count(self, study: optuna.Study) -> int:
         return sum(map(is_measured, study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))))
