@@ -11,7 +11,7 @@ from tuner.cli import main
 from tuner.problem import Problem
 from tuner.runtime import open_runtime
 from tuner.search import Search
-from tuner.storage import is_measured
+from tuner.trials import is_measured
 
 PROBLEM = Problem(8, 8, 8, "float32")
 

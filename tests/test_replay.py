@@ -13,7 +13,7 @@ from tuner.cli import main
 from tuner.config import Config
 from tuner.replay import replay, summarize
 from tuner.sampler import LocalSearchSampler
-from tuner.search import answer, suggest
+from tuner.trials import answer, suggest
 
 DOMAINS = {"a": [1, 2, 4, 8, 16, 32, 64, 128], "b": [1, 2, 4, 8, 16, 32, 64, 128], "flag": [0, 1], "d": [8, 16, 32, 64]}
 BEST = (16, 4, 1, 32)

@@ -17,12 +17,12 @@ from .config import Config
 from .devices import templates_hash
 from .runtime import Runtime
 from .space import Space
-from .storage import config_key
+from .trials import MAX_UNMEASURED_IN_A_ROW, config_key
 
 PRUNE_BELOW = 0.5  # of the best ceiling seen in the study
 # Suggestions in a row that were not measured after which the study has nothing better left, and
-# configurations are measured whatever their ceiling (search.py stops at twice as many).
-NOTHING_BETTER_LEFT = 250
+# configurations are measured whatever their ceiling: half as many as end a run.
+NOTHING_BETTER_LEFT = MAX_UNMEASURED_IN_A_ROW // 2
 
 
 class Ceilings:

@@ -8,7 +8,7 @@ import optuna
 
 from .recorded import RecordedSpace
 from .sampler import make_sampler
-from .search import MAX_UNMEASURED_IN_A_ROW, answer, suggest
+from .trials import MAX_UNMEASURED_IN_A_ROW, Kind, answer, suggest
 
 NEAR = 1.05  # "near the optimum": within 5% of the best recorded time
 
@@ -46,7 +46,7 @@ def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int 
     unmeasured_in_a_row = 0
 
     def duplicate(trial, key):
-        answer(study, trial, "duplicate", history[key], 0.0 if history[key] else 1.0)
+        answer(study, trial, Kind.DUPLICATE, history[key], 0.0 if history[key] else 1.0)
 
     while len(run.best_seconds) < trials and unmeasured_in_a_row < MAX_UNMEASURED_IN_A_ROW:
         trial = study.ask()
@@ -54,7 +54,7 @@ def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int 
         result = space.results.get(key)
         unmeasured_in_a_row += 1
         if result is None:
-            answer(study, trial, "invalid", 0.0, 1.0)
+            answer(study, trial, Kind.INVALID, 0.0, 1.0)
         elif key in history:
             duplicate(trial, key)
         else:
@@ -66,7 +66,7 @@ def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int 
             duplicate(trial, key)
         else:
             history[key] = 1.0 / result.seconds if result.seconds else 0.0
-            answer(study, trial, "measured", history[key], 0.0 if result.seconds else 1.0)
+            answer(study, trial, Kind.MEASURED, history[key], 0.0 if result.seconds else 1.0)
             best = min(best, result.seconds or best)
             run.best_seconds.append(best)
             run.cost_seconds += result.cost

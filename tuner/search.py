@@ -1,16 +1,9 @@
 """The Optuna study: suggest configurations, measure the valid new ones, keep the best in the cache.
 
-Every suggestion becomes a finished trial, so the sampler learns from all of them:
-- statically invalid: never compiled; told 0 GFLOP/s with a constraint violation per broken rule;
-  so is one whose static ceiling is below half of the best seen, where it can be counted (ceiling.py);
-- already in the study: answered from its earlier trial, not measured again;
-- measured: verified, then timed; a compile, launch or correctness failure is infeasible (a
-  constraint), not an ignored FAIL trial.
-FAIL is left to a trial that was interrupted, whose worker died (it is queued again), or that
-was asked for as the budget ran out or ahead of a run's end. With compile workers, suggestions
-are asked ahead and compiled while earlier ones are measured (compile_ahead.py). The study
-lives in persistent storage, so the same command resumes it, and several workers can share it
-(see storage.py); the cache record is rewritten after every measurement.
+Every suggestion becomes a finished trial, told as trials.py says. With compile workers,
+suggestions are asked ahead and compiled while earlier ones are measured (compile_ahead.py). The
+study lives in persistent storage, so the same command resumes it, and several workers can share
+it (see storage.py); the cache record is rewritten after every measurement.
 """
 import contextlib
 import os
@@ -24,7 +17,7 @@ import optuna
 from optuna.trial import TrialState
 
 from . import cache, record
-from .ceiling import NOTHING_BETTER_LEFT, Ceilings, why_not_measure
+from .ceiling import Ceilings, why_not_measure
 from .compile_ahead import CompileAheadFailed, CompilePool
 from .config import Config
 from .kernel import kernel_dir, private_dir
@@ -35,13 +28,11 @@ from .sampler import make_sampler
 from .schema import MAX_TEXT
 from .space import SEED, Space
 from .stopping import Terminated, shielded
-from .storage import (CLAIMED, HEARTBEAT_SECONDS, SPENT, SharedStorage, config_key, is_measured, redacted,
-                      worker_name)
+from .storage import HEARTBEAT_SECONDS, SharedStorage, redacted, worker_name
+from .trials import MAX_UNMEASURED_IN_A_ROW, Kind, answer, config_key, give_back, is_measured, suggest
+from .trials import passed as _passed  # build_record names its list of passed trials `passed`
 
 _STARTED = tuple(state for state in TrialState if state != TrialState.WAITING)
-# Stop when this many suggestions in a row were invalid or already measured: the sampler has
-# converged, or the valid space is exhausted.
-MAX_UNMEASURED_IN_A_ROW = 2 * NOTHING_BETTER_LEFT
 # A CUDA fault leaves the context unusable, so every later launch in the process fails too.
 MAX_LAUNCH_FAILURES_IN_A_ROW = 3
 
@@ -71,25 +62,6 @@ def study_name(runtime: Runtime, problem: Problem) -> str:
     return f"{problem.family}-{problem.key}-{runtime.device.fingerprint}"
 
 
-def _passed(trial) -> bool:
-    return is_measured(trial) and trial.user_attrs["measurement"]["status"] == "ok"
-
-
-def suggest(trial, domains: dict[str, tuple]) -> dict:
-    """The trial's configuration: one value per parameter, from its domain."""
-    return {name: trial.suggest_categorical(name, list(domain)) for name, domain in domains.items()}
-
-
-def answer(study: optuna.Study, trial, kind: str, value: float, violation: float, **attrs):
-    """Tell the study a suggestion's outcome; the finished trial. `kind` is invalid, duplicate
-    or measured; `violation` > 0 marks it infeasible for the samplers that read constraints."""
-    trial.set_user_attr("kind", kind)
-    for name, attr in attrs.items():
-        trial.set_user_attr(name, attr)
-    trial.set_constraint("feasible", violation)
-    return study.tell(trial, value)
-
-
 def _entry(trial) -> record.Entry:
     return record.Entry(trial.number, Config(**trial.params), record.Measurement(**trial.user_attrs["measurement"]))
 
@@ -106,7 +78,7 @@ def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storag
     kinds = [trial.user_attrs.get("kind") for trial in done]
     budget = record.Budget(
         trials=len(trials), measured=len(measured), failed=len(measured) - len(passed),
-        invalid=kinds.count("invalid"), duplicates=kinds.count("duplicate"),
+        invalid=kinds.count(Kind.INVALID), duplicates=kinds.count(Kind.DUPLICATE),
         measuring_seconds=round(sum(trial.duration.total_seconds() for trial in measured), 3))
     searched = (min(trial.datetime_start for trial in trials if trial.datetime_start),
                 max(trial.datetime_complete for trial in done))
@@ -184,21 +156,9 @@ class Search:
 
     def enqueue(self, configs: list[Config]) -> list[Config]:
         """Queue the configurations the study has neither measured, claimed nor queued; those
-        queued. Under the workers' lock, so that workers starting together queue each one once."""
-        with self.shared.lock.held(self.study.study_name):
-            taken = {config_key(trial.params) if trial.state == TrialState.COMPLETE else
-                     trial.user_attrs.get("queued") or trial.user_attrs.get("claim")
-                     for trial in self.study.get_trials(deepcopy=False, states=(
-                         TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE))
-                     if trial.state != TrialState.COMPLETE or is_measured(trial)}
-            queued = []
-            for config in configs:
-                key = config_key(config.as_dict())
-                if key not in self.history and key not in taken:
-                    self.study.enqueue_trial(config.as_dict(), user_attrs={"queued": key})
-                    taken.add(key)
-                    queued.append(config)
-        return queued
+        queued (SharedStorage.enqueue)."""
+        queued = self.shared.enqueue(self.study, [config.as_dict() for config in configs])
+        return [Config(**params) for params in queued]
 
     def warm_start(self) -> list[Config]:
         """Queue the known-good configurations (see warm_start_configs)."""
@@ -242,28 +202,33 @@ class Search:
             private_dir(kernel_dir(self.root))  # an unsafe kernel directory stops the search before any worker starts
         try:
             with pool, self.shared.beating(lambda: list(self._asked.values())):
-                while (trials is None or outcome.measured < trials) and not outcome.spent:
-                    outcome.stopped = self._reason_to_stop(outcome, deadline)
+                while trials is None or outcome.measured < trials:
+                    # The oldest suggestion held is measured once `ahead` more are held; else one more is asked for.
+                    trial, config, key = self._pending[0] if len(self._pending) > ahead else (None, None, None)
+                    outcome.stopped = "" if trial is not None else self._reason_to_stop(outcome, deadline)
                     if outcome.stopped:
                         break
-                    if budget is not None and not self.shared.wait_for_room(self.study, budget):
+                    decision = self.shared.claim(self.study, self._budget, trial, key)
+                    if decision.spent:
                         outcome.spent = True
                         break
-                    self._ask(outcome, pool if ahead else None)
-                    if len(self._pending) <= ahead:
+                    if trial is None:
+                        self._ask(outcome, pool if ahead else None)
                         continue
-                    measurement = self._measure_oldest(operands, outcome, pool if ahead else None)
-                    if measurement is not None:
-                        outcome.record, outcome.record_path = self.save()
-                        if progress:
-                            progress(outcome, measurement, self.best_gflops())
+                    self._pending.popleft()
+                    if decision.earlier is not None:
+                        self._answer_from(trial, key, decision.earlier, outcome)
+                        continue
+                    measurement = self._measure(trial, config, key, operands, outcome, pool if ahead else None)
+                    outcome.record, outcome.record_path = self.save()
+                    if progress:
+                        progress(outcome, measurement, self.best_gflops())
         except KeyboardInterrupt as stop:
             outcome.interrupted, outcome.terminated = True, isinstance(stop, Terminated)
         finally:
             with shielded():
                 for trial in list(self._asked.values()):  # in flight, or asked ahead and not measured
-                    trial.set_user_attr("kind", "surplus")
-                    self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+                    give_back(self.study, trial)
             self._asked.clear()
             self._pending.clear()
         outcome.wall_seconds = time.monotonic() - started
@@ -293,23 +258,17 @@ class Search:
         config, key = Config(**params), config_key(params)
         reasons = self.space.violations(config)
         if reasons:
-            self._tell(trial, "invalid", 0.0, len(reasons), reasons=reasons)
-            outcome.invalid += 1
-            outcome.unmeasured_in_a_row += 1
-        elif not self._answered_from_history(trial, key, outcome) and not self._below_ceiling(trial, config, outcome):
+            self._tell_invalid(trial, len(reasons), reasons, outcome)
+        elif key in self.history:
+            self._answer_from(trial, key, self.history[key], outcome)
+        elif not self._below_ceiling(trial, config, outcome):
             self._pending.append((trial, config, key))
             if pool:
                 pool.submit(key, params)
 
-    def _measure_oldest(self, operands: Operands, outcome: Outcome,
-                        pool: CompilePool | None) -> record.Measurement | None:
-        """Claim and measure the oldest suggestion held; its Measurement, unless another worker
-        measured it meanwhile or the budget is spent."""
-        trial, config, key = self._pending.popleft()
-        if key not in self.history and not self._claim(trial, key, outcome):
-            return None
-        if self._answered_from_history(trial, key, outcome):
-            return None
+    def _measure(self, trial, config: Config, key: str, operands: Operands, outcome: Outcome,
+                 pool: CompilePool | None) -> record.Measurement:
+        """Measure the claimed `trial` (compiled ahead by `pool`, if any) and tell the study."""
         compiled = pool.result(key) if pool else None
         if compiled and compiled.fatal:
             raise CompileAheadFailed(compiled.fatal)
@@ -324,23 +283,28 @@ class Search:
         self._last_evaluated = now
         seconds = {**({"compile_ahead": compiled.seconds} if compiled else {}), **run.phases}
         resources = run.resources or (compiled.resources if compiled else None)
-        self._tell(trial, "measured", measurement.gflops if measurement.ok else 0.0, 0.0 if measurement.ok else 1.0,
-                   measurement=measurement.as_dict(), seconds=seconds, **{"resources": resources} if resources else {})
+        self._tell(trial, Kind.MEASURED, measurement.gflops if measurement.ok else 0.0,
+                   0.0 if measurement.ok else 1.0, measurement=measurement.as_dict(), seconds=seconds,
+                   **{"resources": resources} if resources else {})
         outcome.measured += 1
         outcome.failed += not measurement.ok
         outcome.unmeasured_in_a_row = 0
         outcome.launch_failures_in_a_row = outcome.launch_failures_in_a_row + 1 if measurement.status == "launch" else 0
         return measurement
 
-    def _answered_from_history(self, trial, key: str, outcome: Outcome) -> bool:
-        """Answer `trial` from the study's earlier measurement of `key`, if there is one."""
-        earlier = self.history.get(key)
-        if earlier is None:
-            return False
-        self._tell(trial, "duplicate", earlier.value, 0.0 if _passed(earlier) else 1.0, duplicate_of=earlier.number)
+    def _answer_from(self, trial, key: str, earlier, outcome: Outcome) -> None:
+        """Answer `trial` from `earlier`, the study's measurement of `key` (perhaps another
+        worker's, which joins the history)."""
+        self.history[key] = earlier
+        self._tell(trial, Kind.DUPLICATE, earlier.value, 0.0 if _passed(earlier) else 1.0, duplicate_of=earlier.number)
         outcome.duplicates += 1
         outcome.unmeasured_in_a_row += 1
-        return True
+
+    def _tell_invalid(self, trial, violation: float, reasons: list[str], outcome: Outcome) -> None:
+        """Tell `trial` invalid for `reasons`, never to be measured."""
+        self._tell(trial, Kind.INVALID, 0.0, violation, reasons=reasons)
+        outcome.invalid += 1
+        outcome.unmeasured_in_a_row += 1
 
     def _below_ceiling(self, trial, config: Config, outcome: Outcome) -> bool:
         """Whether `config`'s static ceiling rules it out (ceiling.py), told as invalid with the
@@ -351,38 +315,20 @@ class Search:
         reason = why_not_measure(ceiling, self.best_ceiling, outcome.unmeasured_in_a_row)
         self.best_ceiling = max(ceiling, self.best_ceiling or 0.0)
         trial.set_user_attr("ceiling", ceiling)
-        if not reason:
-            return False
-        self._tell(trial, "invalid", 0.0, 1.0, reasons=[reason])
-        outcome.invalid += 1
-        outcome.unmeasured_in_a_row += 1
-        return True
+        if reason:
+            self._tell_invalid(trial, 1.0, [reason], outcome)
+        return bool(reason)
 
-    def _claim(self, trial, key: str, outcome: Outcome) -> bool:
-        """Claim `key` for `trial` against the other workers (SharedStorage.claim). A configuration
-        another worker measured meanwhile joins the history, to be answered from it. False, with
-        the trial told FAIL as surplus, once the study's budget is spent."""
-        claimed = self.shared.claim(self.study, trial, key, self._budget)
-        if claimed == SPENT:
-            with shielded():
-                trial.set_user_attr("kind", "surplus")
-                self.study.tell(trial, state=TrialState.FAIL)
-                self._asked.pop(trial.number, None)
-            outcome.spent = True
-            return False
-        if claimed != CLAIMED:
-            self.history[key] = claimed
-        return True
-
-    def _tell(self, trial, kind: str, value: float, violation: float, **attrs) -> None:
+    def _tell(self, trial, told: Kind, value: float, violation: float, **attrs) -> None:
+        """Answer `trial` (trials.answer), unless the study took it for dead; a measurement joins the history."""
         with shielded():
             try:
-                frozen = answer(self.study, trial, kind, value, violation, **attrs)
+                frozen = answer(self.study, trial, told, value, violation, **attrs)
             except optuna.exceptions.UpdateFinishedTrialError:
                 return  # another worker took this one for dead (silent past the grace period) and queued it again
             finally:
                 self._asked.pop(trial.number, None)
-        if kind == "measured":
+        if told == Kind.MEASURED:
             self.history[config_key(frozen.params)] = frozen
 
     def save(self) -> tuple[record.Record | None, Path | None]:

@@ -6,15 +6,12 @@ command started twice) through the default journal file, or on many hosts throug
 - a dead worker's running trial is found (heartbeats in a database; the process id on this host)
   and queued again, with Optuna's retry callback;
 - before measuring, a worker claims its configuration under a lock shared by all workers (a file
-  lock beside a journal or SQLite file, a PostgreSQL advisory lock): it measures only if no other
-  worker has measured or claimed the same configuration, and only while the study's budget has
-  room.
+  lock beside a journal or SQLite file, a PostgreSQL advisory lock; see locks.py): it measures
+  only if no other worker has measured or claimed the same configuration, and only while the
+  study's budget has room. The claim returns the worker's next step, a trials.Decision.
 """
 import contextlib
 import copy
-import fcntl
-import hashlib
-import json
 import os
 import random
 import re
@@ -30,6 +27,8 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from . import journal
+from .locks import AdvisoryLock, FileLock, NoLock
+from .trials import MEASURE, SPENT, Decision, config_key, is_measured
 
 # A database worker records a heartbeat this often; one silent for GRACE_INTERVALS heartbeats is
 # dead, and its trial is failed and queued again.
@@ -46,13 +45,7 @@ POLL_SECONDS = 0.5
 # Tries at opening a database whose schema other workers are creating at the same moment.
 SCHEMA_ATTEMPTS = 10
 
-CLAIMED, SPENT = "claimed", "spent"
-
 _CREDENTIALS = re.compile(r"://([^:/@]*):([^@/]+)@")
-
-
-def config_key(params: dict) -> str:
-    return json.dumps(params, sort_keys=True)
 
 
 def worker_name() -> str:
@@ -70,11 +63,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def is_measured(trial) -> bool:
-    """A complete trial that measured its configuration (not invalid, duplicate or surplus)."""
-    return trial.state == TrialState.COMPLETE and trial.user_attrs.get("kind") == "measured"
-
-
 def retry(study: optuna.Study, trial) -> None:
     """Queue a dead worker's trial again (Optuna's RetryHeartbeatStaleTrialCallback, which keeps
     the retry history), with the worker's attributes dropped so that the retry starts clean."""
@@ -83,66 +71,6 @@ def retry(study: optuna.Study, trial) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRIES)(study, clean)
-
-
-class _FileLock:
-    """An exclusive fcntl lock on a file beside the study's journal or SQLite file. The kernel
-    releases it when its process dies, so a worker killed while holding it blocks no one (Optuna's
-    default symlink lock for journals is broken only after 30 s). It also serves as the journal's
-    append lock (acquire and release), on a file of its own (.flock) so that it never meets the
-    symlink lock of a tool opening the journal with Optuna's defaults."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._file = None
-
-    def acquire(self) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a")
-        fcntl.flock(self._file, fcntl.LOCK_EX)
-        return True
-
-    def release(self) -> None:
-        file, self._file = self._file, None
-        fcntl.flock(file, fcntl.LOCK_UN)
-        file.close()
-
-    @contextlib.contextmanager
-    def held(self, study_name: str):
-        self.acquire()
-        try:
-            yield
-        finally:
-            self.release()
-
-
-class _AdvisoryLock:
-    """A PostgreSQL session advisory lock keyed by the study's name; the server drops it if the
-    worker dies while holding it."""
-
-    def __init__(self, engine):
-        self.engine = engine
-
-    @contextlib.contextmanager
-    def held(self, study_name: str):
-        from sqlalchemy import text
-
-        key = int.from_bytes(hashlib.sha256(f"tuner:{study_name}".encode()).digest()[:8], "big", signed=True)
-        with self.engine.connect() as connection:
-            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
-            try:
-                yield
-            finally:
-                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
-
-
-class _NoLock:
-    """Other databases: claims are checked without a lock, so two workers that claim the same
-    configuration in the same instant may both measure it."""
-
-    @contextlib.contextmanager
-    def held(self, study_name: str):
-        yield
 
 
 def _password(url: str) -> str:
@@ -197,7 +125,7 @@ class SharedStorage:
             if not url:
                 path.parent.mkdir(parents=True, exist_ok=True)
             journal.check(path, str(path))
-            append_lock = _FileLock(path.with_name(path.name + ".flock"))
+            append_lock = FileLock(path.with_name(path.name + ".flock"))
             with append_lock.held(str(path)):
                 journal.repair(path, str(path))
             try:
@@ -207,7 +135,7 @@ class SharedStorage:
                 raise journal.JournalError(f"{path} cannot be read as a study journal ({type(error).__name__}: "
                                            f"{str(error)[:200]}); restore it from a copy, or give a new file "
                                            "name") from None
-            self.lock = _FileLock(path.with_name(path.name + ".claims.lock"))
+            self.lock = FileLock(path.with_name(path.name + ".claims.lock"))
 
     def _database(self, url: str, heartbeat: int):
         try:
@@ -224,11 +152,11 @@ class SharedStorage:
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
         dialect = storage.engine.dialect.name
         if dialect == "postgresql":
-            return storage, _AdvisoryLock(storage.engine)
+            return storage, AdvisoryLock(storage.engine)
         database = storage.engine.url.database
         if dialect == "sqlite" and database and database != ":memory:":
-            return storage, _FileLock(Path(database + ".claims.lock"))
-        return storage, _NoLock()
+            return storage, FileLock(Path(database + ".claims.lock"))
+        return storage, NoLock()
 
     def grace_seconds(self) -> float:
         """How long a worker may stay silent before its trial is taken as dead."""
@@ -288,14 +216,37 @@ class SharedStorage:
                 if trial.params:
                     retry(study, trial)
 
+    def enqueue(self, study: optuna.Study, configs: list[dict]) -> list[dict]:
+        """Queue the configurations (parameters) the study has neither measured, claimed nor queued;
+        those queued. Under the workers' lock, so that workers starting together queue each one once."""
+        with self.lock.held(study.study_name):
+            taken = {config_key(trial.params) if trial.state == TrialState.COMPLETE else
+                     trial.user_attrs.get("queued") or trial.user_attrs.get("claim")
+                     for trial in study.get_trials(deepcopy=False, states=(
+                         TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE))
+                     if trial.state != TrialState.COMPLETE or is_measured(trial)}
+            queued = []
+            for params in configs:
+                key = config_key(params)
+                if key not in taken:
+                    study.enqueue_trial(params, user_attrs={"queued": key})
+                    taken.add(key)
+                    queued.append(params)
+        return queued
+
     def measured_count(self, study: optuna.Study) -> int:
         return sum(map(is_measured, study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))))
 
-    def claim(self, study: optuna.Study, trial, key: str, budget: int | None):
-        """Claim configuration `key` for `trial` before measuring it. Returns CLAIMED; or the trial
-        that measured it already (another worker may have); or SPENT when the study holds
-        `budget` measured variants. While another live worker holds a claim on the same
-        configuration, or the claims in flight fill the budget, it waits for them to finish."""
+    def claim(self, study: optuna.Study, budget: int | None, trial=None, key: str | None = None) -> Decision:
+        """The next step of this worker (a trials.Decision), taken under the workers' lock once the
+        trials of dead workers are queued again. For `trial`, about to measure configuration `key`:
+        answer it from the trial that measured `key` already (another worker may have); else SPENT
+        once the study holds `budget` measured variants; else MEASURE, with its claim written.
+        Without a trial: SPENT, or MEASURE when there is room to ask for one. While another live
+        worker holds a claim on `key`, or the claims in flight fill the budget, it waits for them."""
+        if trial is None and budget is None:
+            return MEASURE
+        mine = trial.number if trial is not None else None
         while True:
             with self.lock.held(study.study_name):
                 self._recover(study)
@@ -304,25 +255,13 @@ class SharedStorage:
                 earlier = next((other for other in measured
                                 if other.user_attrs.get("claim", config_key(other.params)) == key), None)
                 if earlier is not None:
-                    return earlier
-                claims = [other.user_attrs["claim"] for other in trials if other.state == TrialState.RUNNING
-                          and other.number != trial.number and "claim" in other.user_attrs]
+                    return Decision(earlier)
                 if budget is not None and len(measured) >= budget:
                     return SPENT
+                claims = [other.user_attrs["claim"] for other in trials if other.state == TrialState.RUNNING
+                          and other.number != mine and "claim" in other.user_attrs]
                 if key not in claims and (budget is None or len(measured) + len(claims) < budget):
-                    trial.set_user_attr("claim", key)
-                    return CLAIMED
-            time.sleep(POLL_SECONDS)
-
-    def wait_for_room(self, study: optuna.Study, budget: int) -> bool:
-        """Wait while the claims in flight fill the budget; False once the budget is spent."""
-        while True:
-            self.recover(study)
-            trials = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.COMPLETE))
-            measured = sum(map(is_measured, trials))
-            if measured >= budget:
-                return False
-            claims = sum(other.state == TrialState.RUNNING and "claim" in other.user_attrs for other in trials)
-            if measured + claims < budget:
-                return True
+                    if trial is not None:
+                        trial.set_user_attr("claim", key)
+                    return MEASURE
             time.sleep(POLL_SECONDS)

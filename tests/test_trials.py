@@ -1,0 +1,113 @@
+"""The trial protocol: kinds as every journal so far stored them, and the decision a claim returns
+(measure, answer from an earlier trial, budget spent), with two workers racing for one study."""
+import threading
+import time
+
+import optuna
+import pytest
+
+from tuner.backends import CUDA
+from tuner.problem import Problem
+from tuner.runtime import open_runtime
+from tuner.search import Search
+from tuner.storage import SharedStorage
+from tuner.trials import MEASURE, SPENT, Kind, answer, config_key, is_measured, passed
+
+A, B = {"block_m": 32}, {"block_m": 64}
+
+
+@pytest.fixture
+def workers(tmp_path):
+    """Two workers' storages on one journal, and the study as the first one opened it."""
+    path = tmp_path / "study.journal"
+    first, second = SharedStorage(None, path), SharedStorage(None, path)
+    study = optuna.create_study(storage=first.storage, study_name="s", direction="maximize")
+    return first, second, study, optuna.load_study(storage=second.storage, study_name="s")
+
+
+def _asked(shared: SharedStorage, study: optuna.Study, params: dict):
+    study.enqueue_trial(params)
+    trial = study.ask()
+    trial.suggest_categorical("block_m", [32, 64])
+    shared.sign(trial)
+    return trial
+
+
+def _measure(study, trial, status="ok"):
+    return answer(study, trial, Kind.MEASURED, 1.0, 0.0, measurement={"status": status})
+
+
+def test_a_claim_with_room_measures_and_writes_the_claim(workers):
+    first, _, study, _ = workers
+    trial = _asked(first, study, A)
+    assert first.claim(study, 2, trial, config_key(A)) == MEASURE
+    assert study.trials[trial.number].user_attrs["claim"] == config_key(A)
+
+
+def test_a_configuration_measured_already_is_answered_from_that_trial(workers):
+    first, second, study, other = workers
+    earlier = _measure(study, _asked(first, study, A))
+    decision = second.claim(other, None, _asked(second, other, A), config_key(A))
+    assert decision.earlier.number == earlier.number and not decision.spent
+
+
+def test_a_spent_budget_is_told_with_or_without_a_trial(workers):
+    first, _, study, _ = workers
+    _measure(study, _asked(first, study, A))
+    assert first.claim(study, 1) == SPENT
+    assert first.claim(study, 1, _asked(first, study, B), config_key(B)) == SPENT
+    assert first.claim(study, None) == first.claim(study, 2) == MEASURE
+
+
+def _racing(claim) -> tuple[threading.Thread, list]:
+    decided = []
+    thread = threading.Thread(target=lambda: decided.append(claim()))
+    thread.start()
+    time.sleep(1.5)  # three polls
+    return thread, decided
+
+
+def test_a_second_worker_waits_for_a_claim_on_its_configuration_then_answers_from_it(workers):
+    first, second, study, other = workers
+    trial = _asked(first, study, A)
+    assert first.claim(study, None, trial, config_key(A)) == MEASURE
+    thread, decided = _racing(lambda: second.claim(other, None, _asked(second, other, A), config_key(A)))
+    assert not decided
+    measured = _measure(study, trial)
+    thread.join(timeout=30)
+    assert decided[0].earlier.number == measured.number
+
+
+def test_a_second_worker_waits_while_claims_fill_the_budget_then_is_told_it_is_spent(workers):
+    first, second, study, other = workers
+    trial = _asked(first, study, A)
+    assert first.claim(study, 1, trial, config_key(A)) == MEASURE
+    thread, decided = _racing(lambda: second.claim(other, 1))
+    assert not decided
+    _measure(study, trial, status="wrong")  # a failed variant counts against the budget too
+    thread.join(timeout=30)
+    assert decided == [SPENT]
+
+
+def test_the_kinds_of_an_earlier_journal_still_count(tmp_path):
+    """Earlier releases stored each kind as a plain string: those trials still count as measured,
+    passed and spent budget."""
+    path = tmp_path / "old.journal"
+    study = optuna.create_study(storage=SharedStorage(None, path).storage, study_name="old", direction="maximize")
+    for kind, status, block_m in (("measured", "ok", 32), ("measured", "wrong", 64), ("invalid", None, 16),
+                                  ("duplicate", None, 32)):
+        study.enqueue_trial({"block_m": block_m})
+        trial = study.ask({"block_m": optuna.distributions.CategoricalDistribution([16, 32, 64])})
+        trial.set_user_attr("kind", kind)
+        if status:
+            trial.set_user_attr("measurement", {"status": status})
+        study.tell(trial, 1.0)
+    trials = optuna.load_study(storage=SharedStorage(None, path).storage, study_name="old").trials
+    assert [is_measured(t) for t in trials] == [True, True, False, False]
+    assert [passed(t) for t in trials] == [True, False, False, False]
+    assert [Kind(t.user_attrs["kind"]) for t in trials] == [Kind.MEASURED, Kind.MEASURED, Kind.INVALID,
+                                                             Kind.DUPLICATE]
+    search = Search(open_runtime(CUDA, simulate=True), Problem(16, 16, 16), root=tmp_path, storage=str(path),
+                    name="old")
+    assert search.shared.measured_count(search.study) == 2 and search.best_gflops() == 1.0
+    assert search.shared.claim(search.study, 2) == SPENT

@@ -1,0 +1,67 @@
+"""The locks that the workers of one study share, for their claims and for a journal's appends
+(storage.py): each is released when the process or database session holding it dies, and other
+databases get none."""
+import contextlib
+import fcntl
+import hashlib
+from pathlib import Path
+
+
+class FileLock:
+    """An exclusive fcntl lock on a file beside the study's journal or SQLite file. The kernel
+    releases it when its process dies, so a worker killed while holding it blocks no one (Optuna's
+    default symlink lock for journals is broken only after 30 s). It also serves as the journal's
+    append lock (acquire and release), on a file of its own (.flock) so that it never meets the
+    symlink lock of a tool opening the journal with Optuna's defaults."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._file = None
+
+    def acquire(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a")
+        fcntl.flock(self._file, fcntl.LOCK_EX)
+        return True
+
+    def release(self) -> None:
+        file, self._file = self._file, None
+        fcntl.flock(file, fcntl.LOCK_UN)
+        file.close()
+
+    @contextlib.contextmanager
+    def held(self, study_name: str):
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+
+class AdvisoryLock:
+    """A PostgreSQL session advisory lock keyed by the study's name; the server drops it if the
+    worker dies while holding it."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    @contextlib.contextmanager
+    def held(self, study_name: str):
+        from sqlalchemy import text
+
+        key = int.from_bytes(hashlib.sha256(f"tuner:{study_name}".encode()).digest()[:8], "big", signed=True)
+        with self.engine.connect() as connection:
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+            try:
+                yield
+            finally:
+                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+
+
+class NoLock:
+    """Other databases: claims are checked without a lock, so two workers that claim the same
+    configuration in the same instant may both measure it."""
+
+    @contextlib.contextmanager
+    def held(self, study_name: str):
+        yield
