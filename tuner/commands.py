@@ -18,6 +18,7 @@ from .storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
 
 DEFAULT_SHAPE = {"gpu": (4096, 4096, 4096), "simulator": (32, 32, 32)}
 DEFAULT_TRIALS = {"gpu": 60, "simulator": 6}
+SHOWN_REASONS = 5  # failure reasons printed at the end of a search
 
 
 def _open(backend: str | None, simulate: bool) -> Runtime:
@@ -45,7 +46,6 @@ def _search(args) -> int:
     from optuna.trial import TrialState
     from tqdm import tqdm
 
-    from .report import print_failures
     from .search import Search
 
     if args.devices is not None:
@@ -92,7 +92,7 @@ def _search(args) -> int:
         _print_record_summary(outcome.record)
     else:
         print("no variant has passed verification yet: nothing cached")
-    print_failures(completed)
+    print_failure_summary(completed)
     if outcome.record:
         print(f"cache record: {outcome.record_path}")
     print(f"figures: tuner report --study {search.study.study_name}"
@@ -132,6 +132,22 @@ def worker_command(args, simulated: bool) -> list[str]:
         if getattr(args, option) is not None:
             command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
     return command
+
+
+def print_failure_summary(trials) -> None:
+    """The failure lines at the end of `tuner search`: the commonest reasons, then how many more."""
+    from .studies import failure_reasons
+
+    reasons = failure_reasons(trials)
+    if not reasons:
+        print(f"failures by reason (the study's {len(trials)} completed trials): none")
+        return
+    print(f"failures by reason (the study's {len(trials)} completed trials; a suggestion breaking several rules "
+          "counts for each):")
+    for reason, count in reasons.most_common(SHOWN_REASONS):
+        print(f"  {count:4} {reason}")
+    if len(reasons) > SHOWN_REASONS:
+        print(f"  and {len(reasons) - SHOWN_REASONS} more (tuner report draws them all)")
 
 
 def _print_record_summary(record: dict) -> None:
@@ -219,7 +235,8 @@ def _source(record: dict) -> str:
 
 
 def _report(args) -> int:
-    from .report import BENCH_RESULTS, DEFAULT_OUT, write_report
+    from .benchmarks import BENCH_RESULTS
+    from .report import DEFAULT_OUT, write_report
 
     report = write_report(cache.cache_dir(args.cache_dir), Path(args.out) if args.out else DEFAULT_OUT,
                           study_name=args.study, storage=args.storage,
