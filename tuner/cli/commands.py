@@ -7,14 +7,14 @@ import statistics
 import sys
 from pathlib import Path
 
-from . import cache
-from .backends import BACKENDS, get_backend
-from .compile_ahead import default_workers
-from .problem import Problem
-from .runtime import NoGPU, Runtime, RuntimeUnavailable, detect_runtime, open_runtime, simulator_enabled
-from .sampler import SAMPLERS
-from .stopping import follow_parent, stop_on_sigterm
-from .storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
+from .. import cache
+from ..backends import BACKENDS, get_backend
+from ..compile_ahead import default_workers
+from ..problem import Problem
+from ..runtime import NoGPU, Runtime, RuntimeUnavailable, detect_runtime, open_runtime, simulator_enabled
+from ..sampler import SAMPLERS
+from ..stopping import follow_parent, stop_on_sigterm
+from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
 
 DEFAULT_SHAPE = {"gpu": (4096, 4096, 4096), "simulator": (32, 32, 32)}
 DEFAULT_TRIALS = {"gpu": 60, "simulator": 6}
@@ -46,7 +46,7 @@ def _search(args) -> int:
     from optuna.trial import TrialState
     from tqdm import tqdm
 
-    from .search import Search
+    from ..search import Search
 
     if args.devices is not None:
         return _search_on_devices(args)
@@ -108,7 +108,7 @@ def _search(args) -> int:
 
 def _search_on_devices(args) -> int:
     """`tuner search --devices`: the same search in one worker process per listed GPU."""
-    from .workers import check_devices, parse_devices, run_workers
+    from ..workers import check_devices, parse_devices, run_workers
 
     backend, devices = get_backend(args.backend), parse_devices(args.devices)
     simulated = args.simulate or simulator_enabled()
@@ -136,7 +136,7 @@ def worker_command(args, simulated: bool) -> list[str]:
 
 def print_failure_summary(trials) -> None:
     """The failure lines at the end of `tuner search`: the commonest reasons, then how many more."""
-    from .studies import failure_reasons
+    from ..studies import failure_reasons
 
     reasons = failure_reasons(trials)
     if not reasons:
@@ -222,9 +222,9 @@ def _show(args) -> int:
 
 def _source(record: dict) -> str:
     """The kernel source of a record's best configuration, rendered from the installed templates."""
-    from .config import Config
-    from .source import render
-    from .space import InvalidConfig, Space
+    from ..config import Config
+    from ..source import render
+    from ..space import InvalidConfig, Space
 
     space = Space.of(get_backend(record["device"]["backend"]), record["problem"]["dtype"])
     try:
@@ -235,8 +235,8 @@ def _source(record: dict) -> str:
 
 
 def _report(args) -> int:
-    from .benchmarks import BENCH_RESULTS
-    from .report import DEFAULT_OUT, write_report
+    from ..benchmarks import BENCH_RESULTS
+    from ..report import DEFAULT_OUT, write_report
 
     report = write_report(cache.cache_dir(args.cache_dir), Path(args.out) if args.out else DEFAULT_OUT,
                           study_name=args.study, storage=args.storage,
@@ -251,7 +251,7 @@ def _report(args) -> int:
 
 
 def _regenerate(args) -> int:
-    from .regenerate import regenerate
+    from ..regenerate import regenerate
 
     runtime = _open(args.backend, args.simulate)
     trials = args.trials or DEFAULT_TRIALS["simulator" if runtime.simulated else "gpu"]
@@ -273,8 +273,8 @@ def _regenerate(args) -> int:
 
 
 def _replay(args) -> int:
-    from .recorded import load
-    from .replay import NEAR, summarize
+    from ..recorded import load
+    from ..replay import NEAR, summarize
 
     space = load(args.file)
     summary = summarize(space, args.trials, args.repeat, args.sampler, args.seed, args.pending).as_dict()
@@ -298,7 +298,7 @@ def _replay(args) -> int:
 
 
 def _devices(args) -> int:
-    from .devices import describe_simulator
+    from ..devices import describe_simulator
 
     found = []
     for name in ([args.backend] if args.backend else list(BACKENDS)):

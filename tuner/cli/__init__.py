@@ -1,14 +1,15 @@
-"""The `tuner` command line: kernel commands here, cache and search commands in commands.py."""
+"""The `tuner` command line: kernel commands here, cache and search commands in cli/commands.py."""
 import argparse
 import json
 import sys
 import warnings
 from importlib import metadata
 
-from . import DISTRIBUTION, commands
-from .backends import BACKENDS, get_backend
-from .config import Config, format_value, parse_assignments
-from .space import SEED, Space
+from .. import DISTRIBUTION
+from ..backends import BACKENDS, get_backend
+from ..config import Config, format_value, parse_assignments
+from ..space import SEED, Space
+from . import commands
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,7 +29,7 @@ def _config(args, space: Space) -> Config:
 
 
 def _render(args) -> None:
-    from .source import render
+    from ..source import render
 
     space = _space(args)
     sys.stdout.write(render(space, _config(args, space)))
@@ -44,7 +45,7 @@ def _describe_space(args) -> None:
 
 
 def _resources(args) -> None:
-    from .resources import report
+    from ..resources import report
 
     space = _space(args)
     config = _config(args, space)
@@ -94,8 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def is_user_error(error: Exception) -> bool:
     """Whether `error` is a mistake or a missing piece the user can fix, shown as one line."""
-    from .resources import ReportUnavailable
-    from .runtime import RuntimeUnavailable
+    from ..resources import ReportUnavailable
+    from ..runtime import RuntimeUnavailable
 
     return isinstance(error, (ValueError, OSError, ImportError, RuntimeUnavailable, ReportUnavailable))
 
@@ -121,8 +122,8 @@ _python_warning = warnings.formatwarning
 
 
 def main(argv=None) -> int:
-    from .stopping import Terminated
-    from .storage import redacted
+    from ..stopping import Terminated
+    from ..storage import redacted
 
     args = build_parser().parse_args(argv)
     warnings.formatwarning = _one_line_warning
