@@ -15,7 +15,7 @@ from processes import answers_ctrl_c, running_with
 from tuner import cache
 from tuner.backends import CUDA, ROC
 from tuner.cli import build_parser, main
-from tuner.cli.commands import worker_command
+from tuner.cli.search import worker_command
 from tuner.runtime import NoGPU
 from tuner.workers import pinned_environment
 
