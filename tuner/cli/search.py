@@ -1,5 +1,6 @@
 """`tuner search`: the tuning job, in this process or in one worker process per GPU (--devices),
 and the summary it prints at the end."""
+import argparse
 import os
 import statistics
 import sys
@@ -18,6 +19,9 @@ from .records import print_best
 DEFAULT_SHAPE = {"gpu": (4096, 4096, 4096), "simulator": (32, 32, 32)}
 DEFAULT_TRIALS = {"gpu": 60, "simulator": 6}
 SHOWN_REASONS = 5  # failure reasons printed at the end of a search
+# Options a --devices parent keeps from its workers: --storage reaches them through $TUNER_STORAGE,
+# so that no password shows in a process list.
+PARENT_ONLY = ("devices", "storage")
 
 
 def open_device(backend: str | None, simulate: bool) -> Runtime:
@@ -114,22 +118,23 @@ def _search_on_devices(args) -> int:
     if not simulated:
         check_devices(backend, devices)
     if args.storage:
-        os.environ["TUNER_STORAGE"] = args.storage  # the workers' default, so no password shows in a process list
+        os.environ["TUNER_STORAGE"] = args.storage  # the workers' default (see PARENT_ONLY)
     if args.compile_workers is None and not simulated:
         args.compile_workers = default_workers(len(devices))  # the host's cores shared out between the devices
     return run_workers(worker_command(args, simulated), backend, devices)
 
 
 def worker_command(args, simulated: bool) -> list[str]:
-    """The `tuner search` command line of one worker: these arguments without --devices (and
-    without --storage, which the workers find in $TUNER_STORAGE)."""
-    command = [sys.executable, "-m", "tuner", "search", "--backend", args.backend, "--dtype", args.dtype,
-               "--seed", str(args.seed), "--sampler", args.sampler, "--heartbeat", str(args.heartbeat)]
-    command += ["--simulate"] if simulated else []
-    command += ["--shape", *map(str, args.shape)] if args.shape else []
-    for option in ("trials", "timeout", "study", "cache_dir", "compile_workers"):
-        if getattr(args, option) is not None:
-            command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
+    """The `tuner search` command line of one worker: every option of `args`, read off the
+    search's own options so that none is forgotten, but those in PARENT_ONLY."""
+    values = {**vars(args), "simulate": simulated}
+    command = [sys.executable, "-m", "tuner", "search"]
+    for action in _options()._actions:
+        value = values[action.dest]
+        if action.dest in PARENT_ONLY or value is None or value is False:
+            continue
+        flag = action.option_strings[-1:]  # none for a positional argument
+        command += flag if action.nargs == 0 else [*flag, *map(str, value if isinstance(value, list) else [value])]
     return command
 
 
@@ -149,8 +154,9 @@ def print_failure_summary(trials) -> None:
         print(f"  and {len(reasons) - SHOWN_REASONS} more (tuner report draws them all)")
 
 
-def add_parsers(subparsers) -> None:
-    search = subparsers.add_parser("search", help="tune on the device and cache the best configuration")
+def _options() -> argparse.ArgumentParser:
+    """The options of `tuner search`, for its parser and for its workers' command line."""
+    search = argparse.ArgumentParser(add_help=False)
     search.add_argument("--backend", required=True, choices=tuple(BACKENDS))
     search.add_argument("--simulate", action="store_true",
                         help="run on Numba's CUDA simulator (also when NUMBA_ENABLE_CUDASIM=1 or no GPU is found)")
@@ -179,4 +185,10 @@ def add_parsers(subparsers) -> None:
                         help=f"with a database --storage, a worker's heartbeat interval; a trial silent for "
                              f"{GRACE_INTERVALS} intervals is retried (default {HEARTBEAT_SECONDS})")
     add_cache_dir(search)
+    return search
+
+
+def add_parsers(subparsers) -> None:
+    search = subparsers.add_parser("search", parents=[_options()],
+                                   help="tune on the device and cache the best configuration")
     search.set_defaults(run=_search)
