@@ -12,7 +12,7 @@ COMMANDS = (kernel, search, records, report, regenerate, replay, devices)  # in 
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage mistake in one line instead of a usage block."""
+    """argparse that shows a usage mistake in one line instead of a usage block."""
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
