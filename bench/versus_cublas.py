@@ -34,6 +34,7 @@ from numba import cuda  # a global, as the simulator needs for a kernel's `cuda`
 import tuner
 from tuner import DISTRIBUTION
 from tuner.backends import CUDA
+from tuner.benchmarks import BENCH_FILE
 from tuner.devices import software
 from tuner.kernel import load
 from tuner.measure import GPU_PROTOCOL, Protocol, time_launch
@@ -152,7 +153,7 @@ def main() -> None:
     result = {"device": runtime.device.as_dict(), "clock": runtime.clock, "command": " ".join(sys.argv),
               "versions": software((DISTRIBUTION, "numba", "numba-cuda", "numpy", "cupy-cuda13x")),
               "protocol": {"default": GPU_PROTOCOL.__dict__, "slow": SLOW.__dict__}, "rows": rows}
-    (args.outdir / "versus_cublas.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.outdir / BENCH_FILE).write_text(json.dumps(result, indent=2) + "\n")
     print(f"{runtime.device.name} [{runtime.device.fingerprint}], {runtime.clock}")
     print(f"{'dtype':8} {'shape':16} {'kernel':17} {'GFLOP/s':>10} {'x cuBLAS':>9} {'x seed':>8} {'of peak':>8} "
           f"{'error':>8}")

@@ -10,9 +10,9 @@ import pytest
 from tuner import cache
 from tuner.backends import get_backend
 from tuner.cli import main
-from tuner.report import failure_reasons
 from tuner.source import render
 from tuner.space import Space
+from tuner.studies import failure_reasons
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("history", "importances", "tiles", "records", "bench-0")

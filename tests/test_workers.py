@@ -15,7 +15,8 @@ from processes import answers_ctrl_c, running_with
 from tuner import cache
 from tuner.backends import CUDA, ROC
 from tuner.cli import build_parser, main
-from tuner.commands import worker_command
+from tuner.cli import search as search_command
+from tuner.cli.search import worker_command
 from tuner.runtime import NoGPU
 from tuner.workers import pinned_environment
 
@@ -177,6 +178,24 @@ def test_a_worker_command_keeps_every_option_but_devices_and_hands_the_storage_o
     monkeypatch.setenv("TUNER_STORAGE", url)  # as _search_on_devices hands it to the workers
     again = build_parser().parse_args(command[3:])
     assert {**vars(args), "devices": None, "simulate": True} == vars(again)
+
+
+def test_an_option_added_to_search_reaches_the_workers(monkeypatch):
+    options = search_command._options
+
+    def with_new_options():
+        parser = options()
+        parser.add_argument("--new-count", type=int)
+        parser.add_argument("--new-flag", action="store_true")
+        return parser
+
+    monkeypatch.setattr(search_command, "_options", with_new_options)
+    args = build_parser().parse_args(["search", "--backend", "cuda", "--new-count", "3", "--new-flag",
+                                      "--devices", "0"])
+    command = worker_command(args, simulated=False)
+    assert command[command.index("--new-count") + 1] == "3" and "--new-flag" in command
+    assert "--devices" not in command and "--simulate" not in command
+    assert vars(build_parser().parse_args(command[3:])) == {**vars(args), "devices": None}
 
 
 def test_without_postgresql_or_root_the_server_says_why(monkeypatch):

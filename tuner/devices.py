@@ -99,9 +99,3 @@ def software_changes(old: Device, new: Device) -> list[str]:
 
 _HARDWARE = ("backend", "name", "arch", "multiprocessors", "memory_bytes", "clock_khz", "l2_bytes")
 
-
-def describe_simulator(backend: str) -> Device:
-    """tuner.simulator.describe, under the name tuner/commands.py imports until it moves to tuner/cli/."""
-    from .simulator import describe
-
-    return describe(backend)

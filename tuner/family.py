@@ -17,6 +17,9 @@ from .dtypes import Precision
 from .problem import Problem
 
 
+DEFAULT = "matmul"  # the family of a product that asks for no other
+
+
 class Family:
     """The matmul family's behaviour, which other families refine: C = alpha * A @ B + beta * C
     on 2-D operands, one launch per product (several when its rows outgrow the grid)."""
@@ -79,6 +82,17 @@ class Family:
         """Template variables beyond the configuration's (none for this family)."""
         return {}
 
+    def add_arguments(self, parser) -> None:
+        """The options of `tuner search` that ask for this family's problems (none: it is the default)."""
+
+    def chosen(self, args) -> bool:
+        """Whether parsed `tuner search` arguments ask for this family's problems."""
+        return False
+
+    def problem_of(self, shape: tuple[int, int, int], args, dtype: str) -> Problem:
+        """The problem that `tuner search` arguments describe, with `shape` its M, N and K."""
+        return self.problem(*shape, dtype)
+
 
 @cache
 def families() -> dict[str, Family]:
@@ -106,6 +120,12 @@ def family_for(a_dims: int, b_dims: int) -> Family:
     taken = " or ".join(family.operands for family in families().values())
     raise ValueError(f"tuner.matmul multiplies {taken}, but A is {a_dims}-D and B is {b_dims}-D; reshape them "
                      "(a vector v as v.reshape(1, -1) or v.reshape(-1, 1))")
+
+
+def chosen(args) -> Family:
+    """The family that parsed `tuner search` arguments ask for: the matmul family unless another
+    one's options are given."""
+    return next((family for family in families().values() if family.chosen(args)), families()[DEFAULT])
 
 
 def templates() -> tuple[str, ...]:

@@ -14,7 +14,6 @@ from . import simulator
 from .backends import BACKENDS, SIMULATOR_DEFAULT, Backend, NoDevice, get_backend
 from .devices import Device
 from .problem import Problem
-from .simulator import enabled as simulator_enabled
 
 
 class RuntimeUnavailable(RuntimeError):
@@ -116,8 +115,8 @@ def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
     """The runtime for `backend`: the simulator if asked for (or NUMBA_ENABLE_CUDASIM=1), else
     the GPU. Raises NoGPU when there is none, RuntimeUnavailable when Numba's module is missing."""
     loaded = sys.modules.get("numba.cuda")
-    if simulate or simulator_enabled():
-        if loaded is not None and not simulator_enabled():
+    if simulate or simulator.enabled():
+        if loaded is not None and not simulator.enabled():
             raise RuntimeUnavailable("numba.cuda was imported before --simulate took effect; "
                                      "set NUMBA_ENABLE_CUDASIM=1 before starting Python")
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
@@ -145,7 +144,7 @@ def detect_runtime(backend: str | None = None) -> Runtime:
     name = backend or os.environ.get("TUNER_BACKEND")
     if name:
         return open_runtime(get_backend(name))
-    if simulator_enabled():
+    if simulator.enabled():
         return open_runtime(BACKENDS[SIMULATOR_DEFAULT])
     reasons = []
     for candidate in BACKENDS.values():

@@ -15,6 +15,10 @@ from .devices import Device, software, templates_hash
 from .problem import Problem
 
 CLOCK = "simulated CPU time"  # what a time measured on the simulator is, in words
+ARCH = "simulator"  # the architecture in the simulator's device description
+# What a search on the simulator does unless told otherwise: a 32-cubed product, 6 variants.
+SHAPE = (32, 32, 32)
+TRIALS = 6
 
 # The simulator runs one Python thread per GPU thread: beyond this many multiply-adds a single
 # launch takes minutes (a 64x64x64 product already takes up to 7 s).
@@ -43,7 +47,7 @@ def describe(backend: str) -> Device:
     return Device(
         backend=backend,
         name=f"Numba CUDA simulator on {platform.processor() or platform.machine()}",
-        arch="simulator",
+        arch=ARCH,
         multiprocessors=os.cpu_count() or 1,
         memory_bytes=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
         clock_khz=0,
@@ -52,6 +56,12 @@ def describe(backend: str) -> Device:
         runtime="none",
         software={**software(("numba", "numba-cuda")), "templates": templates_hash()},
     )
+
+
+def describes(device: dict) -> bool:
+    """Whether a device description read from a file (as much of one as a benchmark result holds)
+    is the simulator's."""
+    return device.get("arch") == ARCH
 
 
 @contextlib.contextmanager

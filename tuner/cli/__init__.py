@@ -1,0 +1,76 @@
+"""The `tuner` command line: the parser of every command, and how `main` runs one and shows its
+errors. Each command's options and handler live together in a module of this package."""
+import argparse
+import sys
+import warnings
+from importlib import metadata
+
+from .. import DISTRIBUTION
+from . import devices, kernel, records, regenerate, replay, report, search
+
+COMMANDS = (kernel, search, records, report, regenerate, replay, devices)  # in the order --help lists them
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that shows a usage mistake in one line instead of a usage block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tuner", description="Code-generation autotuner for tiled matmul in Numba.")
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {metadata.version(DISTRIBUTION)} ({DISTRIBUTION})")
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for command in COMMANDS:
+        command.add_parsers(subparsers)
+    return parser
+
+
+def is_user_error(error: Exception) -> bool:
+    """Whether `error` is a mistake or a missing piece the user can fix, shown as one line."""
+    from ..resources import ReportUnavailable
+    from ..runtime import RuntimeUnavailable
+
+    return isinstance(error, (ValueError, OSError, ImportError, RuntimeUnavailable, ReportUnavailable))
+
+
+def explain(error: Exception) -> str:
+    """The one line for a user error, with what to do where the error does not say it."""
+    if isinstance(error, ImportError):
+        return f"{error} (install tuner with its backend's extra: pip install -e '.[cuda]', or '.[roc]')"
+    if isinstance(error, OSError):
+        return f"{error} (check --cache-dir, TUNER_CACHE_DIR, TUNER_KERNEL_DIR and disk space)"
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """tuner's warnings (which start with "tuner: ") as the line they say; others as Python shows them."""
+    if str(message).startswith("tuner: "):
+        return f"{message}\n"
+    return _python_warning(message, category, filename, lineno, line)
+
+
+_python_warning = warnings.formatwarning
+
+
+def main(argv=None) -> int:
+    from ..stopping import Terminated
+    from ..storage import redacted
+
+    args = build_parser().parse_args(argv)
+    warnings.formatwarning = _one_line_warning
+    try:
+        return args.run(args) or 0
+    except KeyboardInterrupt as stop:
+        terminated = isinstance(stop, Terminated)
+        print(f"tuner {args.command}: {'terminated (SIGTERM)' if terminated else 'interrupted'}", file=sys.stderr)
+        return 143 if terminated else 130
+    except Exception as error:
+        if not is_user_error(error):
+            raise
+        print(f"tuner {args.command}: error: {redacted(explain(error), getattr(args, 'storage', None) or '')}",
+              file=sys.stderr)
+        return 2

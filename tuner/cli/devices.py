@@ -1,0 +1,34 @@
+"""`tuner devices`: the devices found, the simulator's included, and their fingerprints."""
+import json
+import sys
+
+from ..backends import BACKENDS, get_backend
+from .. import simulator
+from ..runtime import RuntimeUnavailable, open_runtime
+
+
+def _devices(args) -> int:
+    found = []
+    for name in ([args.backend] if args.backend else list(BACKENDS)):
+        if simulator.enabled():
+            print(f"{name}: GPUs not probed: NUMBA_ENABLE_CUDASIM=1", file=sys.stderr)
+        else:
+            try:
+                found += [device.as_dict() for device in open_runtime(get_backend(name)).devices()]
+            except RuntimeUnavailable as reason:
+                print(f"{name}: no GPU ({reason})", file=sys.stderr)
+        found.append(simulator.describe(name).as_dict())
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    for device in found:
+        print(f"{device['backend']:5} {device['fingerprint']}  {device['name']} ({device['arch']})  "
+              f"driver {device['driver']}, runtime {device['runtime']}")
+    return 0
+
+
+def add_parsers(subparsers) -> None:
+    devices = subparsers.add_parser("devices", help="print the detected devices and their fingerprints")
+    devices.add_argument("--backend", choices=tuple(BACKENDS))
+    devices.add_argument("--json", action="store_true")
+    devices.set_defaults(run=_devices)

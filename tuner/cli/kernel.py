@@ -1,0 +1,76 @@
+"""`tuner render`, `space` and `resources`: one configuration's source, the space's domains, and
+ptxas's static resource figures of one configuration."""
+import argparse
+import json
+import sys
+
+from ..backends import BACKENDS, get_backend
+from ..config import Config, format_value, parse_assignments
+from ..space import SEED, Space
+
+
+def _space(args) -> Space:
+    return Space.of(get_backend(args.backend), args.dtype)
+
+
+def _config(args, space: Space) -> Config:
+    base = SEED if args.seed_kernel else Config()
+    return space.check(parse_assignments(args.assignments, base))
+
+
+def _render(args) -> None:
+    from ..source import render
+
+    space = _space(args)
+    sys.stdout.write(render(space, _config(args, space)))
+
+
+def _describe_space(args) -> None:
+    space = _space(args)
+    print(f"backend={space.backend.name} dtype={space.precision.name} limits={space.backend.limits}")
+    for name, domain in space.domains().items():
+        print(f"  {name}: {', '.join(map(format_value, domain))}")
+    print(f"valid configurations: {space.size()}")
+    print(f"seed kernel (fast_matmul, TPB=16): {SEED.describe()}")
+
+
+def _resources(args) -> None:
+    from ..resources import report as static_resources
+
+    space = _space(args)
+    config = _config(args, space)
+    resources = static_resources(space, config)
+    if args.json:
+        print(json.dumps({"config": config.as_dict(), **resources.as_dict()}))
+        return
+    fma = (f"fma_fraction={resources.fma_fraction:.3f}" if resources.fma_fraction is not None
+           else f"fma_fraction=none ({resources.fma_fraction_missing})")
+    print(f"registers={resources.registers} stack={resources.stack_bytes}B "
+          f"spill stores={resources.spill_store_bytes}B spill loads={resources.spill_load_bytes}B "
+          f"shared={resources.shared_bytes}B compile_ptx={resources.ptx_seconds:.2f}s "
+          f"compile={resources.compile_seconds:.2f}s {fma}{'  SPILLS' if resources.spills else ''}")
+
+
+def _add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", required=True, choices=tuple(BACKENDS))
+    parser.add_argument("--dtype", default="float32", help="float32 (default), float64 or float16 (cuda only)")
+    parser.add_argument("--seed-kernel", action="store_true", help="start from the seed kernel's configuration")
+    parser.add_argument("assignments", nargs="*", metavar="NAME=VALUE",
+                        help=f"parameters to change from the default: {', '.join(Config.names())}")
+
+
+def add_parsers(subparsers) -> None:
+    render = subparsers.add_parser("render", help="print the generated source of one configuration")
+    _add_kernel_arguments(render)
+    render.set_defaults(run=_render)
+
+    space = subparsers.add_parser("space", help="show the parameter domains and the size of the valid space")
+    space.add_argument("--backend", required=True, choices=tuple(BACKENDS))
+    space.add_argument("--dtype", default="float32")
+    space.set_defaults(run=_describe_space)
+
+    resources = subparsers.add_parser(
+        "resources", help="compile one configuration to PTX for sm_90 and print ptxas's resource report")
+    _add_kernel_arguments(resources)
+    resources.add_argument("--json", action="store_true", help="print one JSON object")
+    resources.set_defaults(run=_resources)

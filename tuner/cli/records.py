@@ -1,0 +1,112 @@
+"""`tuner list` and `tuner show`: the cached records, from the user's cache and the shipped one."""
+import json
+import sys
+
+from .. import cache
+from ..backends import get_backend
+from ..record import Record
+from .arguments import add_cache_dir
+
+
+def print_best(record: Record) -> None:
+    """A record's best configuration: its rate, its share of peak, its time, and its parameters."""
+    best = record.best.measurement
+    simulated = " (simulated CPU time)" if record.device.simulated else ""
+    fraction = (f", {best.fraction_of_peak:.1%} of peak" if best.fraction_of_peak is not None
+                else ", no peak to compare with" if simulated else ", peak unknown for this device")
+    print(f"best: {best.gflops:.3g} GFLOP/s{simulated}{fraction}, median {best.seconds * 1e3:.3f} ms "
+          f"over {best.reps} runs")
+    print("  " + " ".join(f"{name}={json.dumps(value)}" for name, value in record.best.config.as_dict().items()))
+
+
+def _records(args) -> list[cache.Stored]:
+    """The records of the user's cache and the shipped one; unreadable ones are named on stderr
+    and skipped."""
+    catalog = cache.Catalog.read(cache.cache_dir(args.cache_dir))
+    for error in catalog.skipped:
+        print(f"tuner: skipping {error}", file=sys.stderr)
+    return list(catalog.stored)
+
+
+def _row(stored: cache.Stored) -> dict:
+    """One record as `tuner list` shows it."""
+    record = stored.record
+    data = record.as_dict()
+    return {"id": stored.id, "source": "shipped" if stored.shipped else "user", "fingerprint": record.fingerprint,
+            "device": record.device.name, "backend": record.device.backend, "arch": record.device.arch,
+            "simulated": record.device.simulated, "family": record.family, "problem": data["problem"],
+            "clock": record.clock, "gflops": record.best.measurement.gflops,
+            "fraction_of_peak": record.best.measurement.fraction_of_peak, "config": data["best"]["config"],
+            "budget": data["budget"], "searched": data["searched"]}
+
+
+def _list(args) -> int:
+    rows = [_row(stored) for stored in _records(args)]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print(f"no cache records in {cache.cache_dir(args.cache_dir)} (run tuner search first)")
+    for row in rows:
+        simulated = " simulated" if row["simulated"] else ""
+        print(f"{row['id']}  {row['gflops']:.3g} GFLOP/s{simulated}  {row['budget']['measured']} measured  "
+              f"{row['searched']['finished']}  [{row['source']}]")
+    return 0
+
+
+def _show(args) -> int:
+    matches = [stored for stored in _records(args) if args.record in stored.id]
+    exact = [stored for stored in matches if stored.id == args.record]
+    if exact or len(matches) == 1:
+        record = (exact or matches)[0].record  # the user's record before a shipped one of the same id
+    else:
+        raise ValueError(f"{len(matches)} records match {args.record!r}; "
+                         "give a longer part of an id from `tuner list`" if matches else
+                         f"no record matches {args.record!r}; `tuner list` shows the ids")
+    source = _source(record) if args.source else None
+    data = record.as_dict()
+    if args.json:
+        print(json.dumps({**data, "source": source} if args.source else data, indent=2, sort_keys=True))
+        return 0
+    device = record.device
+    print(f"{device.name} ({device.arch}, {device.multiprocessors} multiprocessors), "
+          f"fingerprint {record.fingerprint}; driver {device.driver}; runtime {device.runtime}")
+    print(f"{record.family} problem {data['problem']}; times are {record.clock}")
+    print_best(record)
+    for entry in record.runners_up:
+        print(f"  runner-up: {entry.measurement.gflops:.3g} GFLOP/s  "
+              + " ".join(f"{name}={json.dumps(value)}" for name, value in entry.config.as_dict().items()))
+    print(f"budget: {data['budget']}; searched {record.started} to {record.finished}")
+    print(f"study: {record.study['name']} in {record.study['storage']}")
+    if source is not None:
+        print("\n# the best configuration's kernel, rendered from the installed templates (records hold no source)")
+        sys.stdout.write(source)
+    return 0
+
+
+def _source(record: Record) -> str:
+    """The kernel source of a record's best configuration, rendered from the installed templates."""
+    from ..source import render
+    from ..space import InvalidConfig, Space
+
+    space = Space.of(get_backend(record.device.backend), record.problem.dtype, record.family)
+    try:
+        return render(space, record.best.config)
+    except InvalidConfig as broken:
+        raise ValueError(f"the record's best configuration breaks a rule of this version's space ({broken}); "
+                         "`tuner regenerate` re-tunes its product") from None
+
+
+def add_parsers(subparsers) -> None:
+    listing = subparsers.add_parser("list", help="list the cached records")
+    add_cache_dir(listing)
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run=_list)
+
+    show = subparsers.add_parser("show", help="show one cached record in full")
+    show.add_argument("record", help="a record id from `tuner list`, or a unique part of one")
+    add_cache_dir(show)
+    show.add_argument("--json", action="store_true")
+    show.add_argument("--source", action="store_true",
+                      help="also print the best configuration's kernel source, rendered from the installed templates")
+    show.set_defaults(run=_show)

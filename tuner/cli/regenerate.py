@@ -1,0 +1,42 @@
+"""`tuner regenerate`: re-verify and re-time this device's cached records, or re-tune them."""
+import sys
+
+from .. import cache
+from ..backends import BACKENDS
+from .arguments import _positive, add_cache_dir
+from .search import default_trials, open_device
+
+
+def _regenerate(args) -> int:
+    from ..regenerate import regenerate
+
+    runtime = open_device(args.backend, args.simulate)
+    trials = args.trials or default_trials(runtime)
+    print(f"regenerating the cache for {runtime.device.name} [{runtime.device.fingerprint}]; times are "
+          f"{runtime.clock}", file=sys.stderr)
+    root = cache.cache_dir(args.cache_dir)
+    changes = regenerate(runtime, root, trials=trials, seed=args.seed, say=lambda line: print(line, file=sys.stderr))
+    if not changes:
+        print(f"no {runtime.backend.name} records in the cache: nothing to regenerate (run tuner search first)")
+    for change in changes:
+        print(f"{change.problem.key}: {change.action}")
+        for detail in change.details:
+            print(f"  {detail}")
+    if changes:
+        actions = [change.action for change in changes]
+        print(", ".join(f"{actions.count(action)} {action}" for action in dict.fromkeys(actions)) +
+              f"; this device's records are in {root / 'records' / runtime.device.slug}")
+    return 1 if "failed" in [change.action for change in changes] else 0
+
+
+def add_parsers(subparsers) -> None:
+    regenerate = subparsers.add_parser(
+        "regenerate", help="re-verify and re-time the cached records for this GPU and software, or re-tune them")
+    regenerate.add_argument("--backend", choices=tuple(BACKENDS),
+                            help="cuda or roc (default: $TUNER_BACKEND, else the GPU found)")
+    regenerate.add_argument("--simulate", action="store_true", help="run on Numba's CUDA simulator")
+    regenerate.add_argument("--trials", type=_positive,
+                            help="variants to measure when re-tuning a product (default 60 on a GPU, 6 simulated)")
+    regenerate.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the test inputs")
+    add_cache_dir(regenerate)
+    regenerate.set_defaults(run=_regenerate)

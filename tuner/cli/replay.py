@@ -1,0 +1,44 @@
+"""`tuner replay`: searches replayed offline on a recorded space, and how close they came."""
+import json
+
+from ..sampler import SAMPLERS
+from .arguments import _count, _positive
+
+
+def _replay(args) -> int:
+    from ..recorded import load
+    from ..replay import NEAR, summarize
+
+    space = load(args.file)
+    summary = summarize(space, args.trials, args.repeat, args.sampler, args.seed, args.pending).as_dict()
+    if args.json:
+        print(json.dumps({"space": space.name, "configurations": len(space.results), "left_out": space.left_out,
+                          "optimum_seconds": space.optimum, **summary}))
+        return 0
+    fraction, near = summary["fraction_of_optimum"], summary["within_5_percent"]
+    left_out = f" ({space.left_out} more have values outside its domains and are left out)" if space.left_out else ""
+    print(f"{space.name}: {len(space.results)} recorded configurations{left_out}, the best "
+          f"{space.optimum * 1e3:.4g} ms")
+    fewer = (f", {summary['mean_evaluations']:.4g} on average: the space ran out or the sampler converged"
+             if summary["mean_evaluations"] < args.trials else "")
+    print(f"{args.sampler}, {args.repeat} search{'es' if args.repeat > 1 else ''} of up to {args.trials} evaluations"
+          f"{fewer} (seeds {args.seed}..{args.seed + args.repeat - 1}): fraction of the optimum found: mean "
+          f"{fraction['mean']:.3f}, min {fraction['min']:.3f}, max {fraction['max']:.3f}, sd {fraction['stdev']:.3f}")
+    within = f"median {near['median_evaluations']:g} evaluations" if near["runs"] else "never"
+    print(f"within {NEAR - 1:.0%} of the optimum: {near['runs']} of {args.repeat} searches, {within}; "
+          f"recorded cost {summary['mean_recorded_cost_seconds']:.0f} s per search")
+    return 0
+
+
+def add_parsers(subparsers) -> None:
+    replay = subparsers.add_parser(
+        "replay", help="replay searches on a recorded space (a Kernel Tuner cache file or a tuner sweep file)")
+    replay.add_argument("file", help="a Kernel Tuner cache file (.json or .json.gz) or a bench/sweep.py .jsonl file")
+    replay.add_argument("--trials", type=_positive, default=100, help="evaluations per search (default 100)")
+    replay.add_argument("--repeat", type=_positive, default=20, help="independent searches (default 20)")
+    replay.add_argument("--sampler", choices=SAMPLERS, default="local")
+    replay.add_argument("--seed", type=int, default=0, help="seed of the first search; the others follow it")
+    replay.add_argument("--pending", type=_count, default=0, metavar="N",
+                        help="suggestions held running before each is told, as N compile workers hold them")
+    replay.add_argument("--json", action="store_true")
+    replay.set_defaults(run=_replay)

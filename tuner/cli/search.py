@@ -1,0 +1,202 @@
+"""`tuner search`: the tuning job, in this process or in one worker process per GPU (--devices),
+and the summary it prints at the end."""
+import argparse
+import os
+import statistics
+import sys
+
+from .. import cache, family, simulator
+from ..backends import BACKENDS, SIMULATOR_DEFAULT, get_backend
+from ..compile_ahead import default_workers
+from ..problem import Problem
+from ..runtime import NoGPU, Runtime, detect_runtime, open_runtime
+from ..sampler import SAMPLERS
+from ..stopping import follow_parent, stop_on_sigterm
+from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
+from .arguments import _count, _positive, _seconds, add_cache_dir
+from .records import print_best
+
+DEFAULT_SHAPE = (4096, 4096, 4096)  # on a GPU; the simulator has its own (simulator.SHAPE)
+DEFAULT_TRIALS = 60
+SHOWN_REASONS = 5  # failure reasons printed at the end of a search
+# Options a --devices parent keeps from its workers: --storage reaches them through $TUNER_STORAGE,
+# so that no password shows in a process list.
+PARENT_ONLY = ("devices", "storage")
+
+
+def open_device(backend: str | None, simulate: bool) -> Runtime:
+    """The GPU runtime of `backend` (or of the GPU found), or the simulator, said plainly, when
+    asked for or when there is no GPU."""
+    if simulate:
+        return open_runtime(get_backend(backend or SIMULATOR_DEFAULT), simulate=True)
+    try:
+        return detect_runtime(backend)
+    except NoGPU as reason:
+        print(f"tuner: no GPU here ({reason}): running on Numba's CUDA simulator instead; "
+              "its times are simulated CPU time, not GPU performance", file=sys.stderr)
+        return open_runtime(get_backend(backend or SIMULATOR_DEFAULT), simulate=True)
+
+
+def default_trials(runtime: Runtime) -> int:
+    """Variants a search measures unless told otherwise."""
+    return simulator.TRIALS if runtime.simulated else DEFAULT_TRIALS
+
+
+def _problem(args, runtime: Runtime) -> Problem:
+    shape = args.shape or (simulator.SHAPE if runtime.simulated else DEFAULT_SHAPE)
+    problem = family.chosen(args).problem_of(tuple(shape), args, args.dtype)
+    refusal = runtime.refuses(problem)
+    if refusal:
+        raise ValueError(f"--shape {refusal}; pass a smaller --shape")
+    return problem
+
+
+def _search(args) -> int:
+    from optuna.trial import TrialState
+    from tqdm import tqdm
+
+    from ..search import Search
+
+    if args.devices is not None:
+        return _search_on_devices(args)
+    stop_on_sigterm()
+    follow_parent()
+    runtime = open_device(args.backend, args.simulate)
+    problem = _problem(args, runtime)
+    if args.trials is None and args.timeout is None:
+        args.trials = default_trials(runtime)
+    root = cache.cache_dir(args.cache_dir)
+    search = Search(runtime, problem, root=root, seed=args.seed, sampler=args.sampler,
+                    storage=args.storage, name=args.study, heartbeat=args.heartbeat)
+    unit = " (simulated)" if runtime.simulated else ""
+    measured = search.shared.measured_count(search.study)
+    print(f"searching {problem.key} on {runtime.device.name} [{runtime.device.fingerprint}]; "
+          f"times are {runtime.clock}; study {search.study.study_name!r} has {search.trial_count()} trials, "
+          f"{measured} measured" + (f" of a budget of {args.trials}" if args.trials else ""), file=sys.stderr)
+    bar = tqdm(total=args.trials, initial=min(measured, args.trials or measured), unit="variant", file=sys.stderr,
+               dynamic_ncols=True, desc="study")
+
+    def progress(outcome, measurement, best):
+        bar.update(search.shared.measured_count(search.study) - bar.n)  # every worker's measurements
+        bar.set_postfix_str(f"best {best:.3g} GFLOP/s{unit}" if best else "none passed yet")
+
+    workers = args.compile_workers
+    if workers is None:
+        workers = 0 if runtime.simulated else default_workers()
+    with bar:
+        outcome = search.run(None, args.timeout, progress, budget=args.trials, compile_workers=workers)
+    measured = search.shared.measured_count(search.study)
+    completed = search.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    budget = f" (its budget: {args.trials})" if args.trials else ""
+    print(f"this run: measured {outcome.measured} ({outcome.failed} failed), {outcome.invalid} invalid and "
+          f"{outcome.duplicates} repeated suggestions answered without measuring; the study now has "
+          f"{search.trial_count()} trials ({len(completed)} completed), {measured} measured{budget}"
+          + (f"; stopped: {outcome.stopped}" if outcome.stopped else ""))
+    if outcome.intervals:
+        print(f"throughput: {len(outcome.intervals)} variants evaluated in {outcome.wall_seconds:.0f} s, a median of "
+              f"{statistics.median(outcome.intervals):.2f} s each; verifying and timing took "
+              f"{outcome.measuring_seconds / outcome.wall_seconds:.0%} of it"
+              + (f" ({workers} compile workers ahead)" if workers else ""))
+    if outcome.record:
+        print_best(outcome.record)
+    else:
+        print("no variant has passed verification yet: nothing cached")
+    print_failure_summary(completed)
+    if outcome.record:
+        print(f"cache record: {outcome.record_path}")
+    print(f"figures: tuner report --study {search.study.study_name}"
+          + (f" --cache-dir {args.cache_dir}" if args.cache_dir else "")
+          + (f" --storage {redacted(args.storage)}" if args.storage and args.storage != os.environ.get("TUNER_STORAGE")
+             else ""))
+    if outcome.interrupted:
+        print(f"tuner search: {'terminated (SIGTERM)' if outcome.terminated else 'interrupted'}; completed trials "
+              "are kept, run the same command to resume", file=sys.stderr)
+        return 143 if outcome.terminated else 130
+    return 0 if outcome.record else 1
+
+
+def _search_on_devices(args) -> int:
+    """`tuner search --devices`: the same search in one worker process per listed GPU."""
+    from ..workers import check_devices, parse_devices, run_workers
+
+    backend, devices = get_backend(args.backend), parse_devices(args.devices)
+    simulated = args.simulate or simulator.enabled()
+    if not simulated:
+        check_devices(backend, devices)
+    if args.storage:
+        os.environ["TUNER_STORAGE"] = args.storage  # the workers' default (see PARENT_ONLY)
+    if args.compile_workers is None and not simulated:
+        args.compile_workers = default_workers(len(devices))  # the host's cores shared out between the devices
+    return run_workers(worker_command(args, simulated), backend, devices)
+
+
+def worker_command(args, simulated: bool) -> list[str]:
+    """The `tuner search` command line of one worker: every option of `args`, read off the
+    search's own options so that none is forgotten, but those in PARENT_ONLY."""
+    values = {**vars(args), "simulate": simulated}
+    command = [sys.executable, "-m", "tuner", "search"]
+    for action in _options()._actions:
+        value = values[action.dest]
+        if action.dest in PARENT_ONLY or value is None or value is False:
+            continue
+        flag = action.option_strings[-1:]  # none for a positional argument
+        command += flag if action.nargs == 0 else [*flag, *map(str, value if isinstance(value, list) else [value])]
+    return command
+
+
+def print_failure_summary(trials) -> None:
+    """The failure lines at the end of `tuner search`: the commonest reasons, then how many more."""
+    from ..studies import failure_reasons
+
+    reasons = failure_reasons(trials)
+    if not reasons:
+        print(f"failures by reason (the study's {len(trials)} completed trials): none")
+        return
+    print(f"failures by reason (the study's {len(trials)} completed trials; a suggestion breaking several rules "
+          "counts for each):")
+    for reason, count in reasons.most_common(SHOWN_REASONS):
+        print(f"  {count:4} {reason}")
+    if len(reasons) > SHOWN_REASONS:
+        print(f"  and {len(reasons) - SHOWN_REASONS} more (tuner report draws them all)")
+
+
+def _options() -> argparse.ArgumentParser:
+    """The options of `tuner search`, for its parser and for its workers' command line."""
+    search = argparse.ArgumentParser(add_help=False)
+    search.add_argument("--backend", required=True, choices=tuple(BACKENDS))
+    search.add_argument("--simulate", action="store_true",
+                        help="run on Numba's CUDA simulator (also when NUMBA_ENABLE_CUDASIM=1 or no GPU is found)")
+    search.add_argument("--dtype", default="float32", help="float32 (default), float64 or float16 (cuda only)")
+    search.add_argument("--shape", nargs=3, type=int, metavar=("M", "N", "K"),
+                        help="the product's shape (default 4096 4096 4096 on a GPU, 32 32 32 simulated)")
+    search.add_argument("--trials", type=_positive,
+                        help="the study's budget of measured variants, shared by every worker on it: a rerun measures "
+                             "only what is missing (default 60 on a GPU, 6 simulated)")
+    search.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="stop after this long")
+    search.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the test inputs")
+    search.add_argument("--sampler", choices=SAMPLERS, default="local",
+                        help="local (default: model-guided local search, see docs/search.md), tpe, random or nsga2")
+    search.add_argument("--storage", metavar="URL", default=os.environ.get("TUNER_STORAGE"),
+                        help="an Optuna storage URL, or a journal file path (default: $TUNER_STORAGE, else a journal "
+                             "file in the cache); a URL with a password is best given in $TUNER_STORAGE")
+    search.add_argument("--study", metavar="NAME", help="study name (default: from the problem and fingerprint)")
+    search.add_argument("--devices", metavar="0,1,...",
+                        help="run one worker process per listed GPU of this host, each pinned to its GPU, all on the "
+                             "same study")
+    search.add_argument("--compile-workers", type=_count, metavar="N",
+                        help="processes that compile the next variants while one is measured (default on a GPU: "
+                             "the host's cores less one per device, within its memory; 0 on the simulator, "
+                             "which runs no compiled code)")
+    search.add_argument("--heartbeat", type=_positive, default=HEARTBEAT_SECONDS, metavar="SECONDS",
+                        help=f"with a database --storage, a worker's heartbeat interval; a trial silent for "
+                             f"{GRACE_INTERVALS} intervals is retried (default {HEARTBEAT_SECONDS})")
+    for registered in family.families().values():
+        registered.add_arguments(search)
+    add_cache_dir(search)
+    return search
+
+
+def add_parsers(subparsers) -> None:
+    search = subparsers.add_parser("search", parents=[_options()],
+                                   help="tune on the device and cache the best configuration")
+    search.set_defaults(run=_search)

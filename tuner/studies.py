@@ -1,0 +1,100 @@
+"""The studies a search leaves, as `tuner report` and the end of `tuner search` read them: finding
+one, sorting its trials by what became of them, and counting its failures by reason."""
+import re
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from .cache import Catalog
+from .record import Record
+from .simulator import CLOCK as SIMULATED
+from .space import SEED
+from .storage import open_storage, redacted
+from .trials import Kind, kind, passed
+
+
+def _rule(reason: str) -> str:
+    """A reason with its numbers replaced by N, so that one rule broken with different sizes
+    counts as one; cut to a line's length."""
+    text = re.sub(r"\d+(\.\d+)?", "N", reason.strip().splitlines()[0] if reason.strip() else "no reason given")
+    return text if len(text) <= 90 else text[:87] + "..."
+
+
+def failure_reasons(trials) -> Counter:
+    """Failed measurements by status and reason, and invalid suggestions by the rule broken
+    (one count per rule a suggestion breaks)."""
+    reasons = Counter()
+    for trial in trials:
+        if kind(trial) == Kind.INVALID:
+            reasons.update(f"invalid: {_rule(reason)}" for reason in trial.user_attrs.get("reasons", []))
+        elif kind(trial) == Kind.MEASURED and not passed(trial):
+            measurement = trial.user_attrs["measurement"]
+            reasons[f"{measurement['status']}: {_rule(measurement['reason'])}"] += 1
+    return reasons
+
+
+def find_study(root: Path, storage: str | None, name: str | None) -> tuple[optuna.Study, str, list[str]]:
+    """The study named `name`, else the one most recently worked on, from `storage` (an Optuna
+    URL or a journal file) or every journal under the cache's studies/; with its storage's label
+    (what optuna-dashboard opens) and the names of the other studies found."""
+    if storage:
+        if "://" not in storage and not Path(storage).is_file():
+            raise ValueError(f"--storage {storage!r} is not a file; pass a journal file or an Optuna storage URL")
+        storages = {redacted(storage): open_storage(storage)}
+        where = redacted(storage)
+    else:
+        journals = sorted((root / "studies").glob("*.journal"))
+        storages = {str(path): open_storage(str(path)) for path in journals}
+        where = str(root / "studies")
+    found = [(label, summary.study_name) for label, opened in storages.items()
+             for summary in optuna.get_all_study_summaries(opened, include_best_trial=False)]
+    if not found:
+        raise ValueError(f"no study in {where}: run `tuner search` first, or pass --cache-dir or --storage")
+    if name is not None:
+        matches = [(label, study) for label, study in found if study == name]
+        if not matches:
+            raise ValueError(f"no study named {name!r} in {where}; "
+                             f"the studies there are: {', '.join(study for _, study in found)}")
+        label, name = matches[0]
+    else:
+        label, name = max(found, key=lambda pair: _last_activity(optuna.load_study(
+            study_name=pair[1], storage=storages[pair[0]])))
+    others = [study for _, study in found if study != name]
+    return optuna.load_study(study_name=name, storage=storages[label]), label, others
+
+
+def _last_activity(study: optuna.Study) -> datetime:
+    moments = [trial.datetime_complete or trial.datetime_start for trial in study.get_trials(deepcopy=False)]
+    return max((moment for moment in moments if moment), default=datetime.min)
+
+
+@dataclass
+class StudyTrials:
+    """One study's trials sorted by what became of them, and the cache entry it wrote."""
+
+    study: optuna.Study
+    trials: list
+    measured: list
+    passed: list
+    entry: Record | None
+    entry_path: Path | None
+    seed: float | None  # GFLOP/s of the seed kernel's configuration, if the study measured it
+    unit: str  # " (simulated CPU time)" for a simulated study, else empty
+
+    @classmethod
+    def of(cls, study: optuna.Study, catalog: Catalog) -> "StudyTrials":
+        """`study`'s completed trials, and its record among the cache's."""
+        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        measured = [trial for trial in trials if kind(trial) == Kind.MEASURED]
+        good = [trial for trial in measured if passed(trial)]
+        simulated = any(trial.user_attrs["measurement"]["clock"] == SIMULATED for trial in measured)
+        identity = study.user_attrs.get("identity", {})
+        entry, path = next(((stored.record, stored.path) for stored in catalog.select(
+            fingerprint=identity.get("fingerprint")) if stored.record.problem.key == identity.get("problem")),
+            (None, None))
+        seed = next((trial.value for trial in good if trial.params == SEED.as_dict()), None)
+        return cls(study, trials, measured, good, entry, path, seed, f" ({SIMULATED})" if simulated else "")
