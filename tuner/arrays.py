@@ -36,7 +36,7 @@ class Call:
     B: object
     C: object
     family: Family  # the kernel family whose operands these are
-    sizes: tuple[int, ...]  # the problem's sizes (m, n, k for a matmul), k last
+    sizes: dict  # the problem's sizes by name: m, n and k, and what else its family has
     dtype: str
     out: object  # what the caller passed as out, if anything
     model: object  # the caller's first device operand, whose kind a new result takes; None for NumPy

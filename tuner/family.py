@@ -36,13 +36,13 @@ class Family:
         """Whether `tuner.matmul` operands of these dimensions are this family's."""
         return (a_dims, b_dims) == (2, 2)
 
-    def sizes(self, a_shape: tuple, b_shape: tuple) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """The problem's sizes and C's shape for operands of these shapes; ValueError if they do not
-        multiply."""
+    def sizes(self, a_shape: tuple, b_shape: tuple) -> tuple[dict, tuple[int, ...]]:
+        """The problem's sizes (by name) and C's shape for operands of these shapes; ValueError if
+        they do not multiply."""
         (m, k), (k_b, n) = a_shape, b_shape
         if k != k_b:
             raise ValueError(f"A is {m}x{k} and B is {k_b}x{n}: A's columns ({k}) must equal B's rows ({k_b})")
-        return (m, n, k), (m, n)
+        return {"m": m, "n": n, "k": k}, (m, n)
 
     def kernel_operands(self, A, B):
         """A and B as the kernel takes them (the same arrays, for this family)."""

@@ -254,8 +254,8 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0):
     """
     library = _library(None, None)
     call = arrays.prepare(library.runtime, A, B, out, alpha, beta)
-    if 0 not in call.sizes[:-1]:  # with k = 0, C still becomes beta * C
-        problem = call.family.problem(*call.sizes[:-1], max(call.sizes[-1], 1), call.dtype)
+    if 0 not in tuple(call.C.shape):  # with k = 0, C still becomes beta * C
+        problem = call.family.problem(**{**call.sizes, "k": max(call.sizes["k"], 1)}, dtype=call.dtype)
         too_slow = library.runtime.too_slow(problem)
         if too_slow:
             raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
