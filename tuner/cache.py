@@ -55,8 +55,9 @@ def shipped_dir() -> Path:
     return Path(str(files("tuner.shipped_cache")))
 
 
-def record_path(root: Path, device_slug: str, problem_key: str) -> Path:
-    return root / "records" / device_slug / f"{problem_key}.json"
+def record_path(root: Path, device_slug: str, stem: str) -> Path:
+    """Where the record of a device's folder and a problem's file stem (record.file_stem) lies."""
+    return root / "records" / device_slug / f"{stem}.json"
 
 
 @contextlib.contextmanager

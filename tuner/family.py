@@ -96,12 +96,12 @@ class Family:
 
 @cache
 def families() -> dict[str, Family]:
-    """Every registered family by name: the FAMILY of each module of tuner/families."""
+    """Every registered family by name, the default first: the FAMILY of each module of tuner/families."""
     from . import families as package
 
     found = [importlib.import_module(f"{package.__name__}.{module.name}").FAMILY
              for module in pkgutil.iter_modules(package.__path__)]
-    return {family.name: family for family in sorted(found, key=lambda family: family.name)}
+    return {family.name: family for family in sorted(found, key=lambda family: (family.name != DEFAULT, family.name))}
 
 
 def get_family(name: str) -> Family:

@@ -190,12 +190,15 @@ class Kernel:
         A product that outgrows one grid runs as several launches (Family.parts)."""
         scalar = np.dtype(self.space.precision.accumulate).type
         alpha, beta = scalar(alpha), scalar(beta)
-        launches = [(self.function[self.grid(part[2].shape), self.block, stream], part)
-                    for part in self.space.family.parts(A, B, C, self.config, self.space.backend.limits.grid_rows)]
+        parts = self.space.family.parts(A, B, C, self.config, self.space.backend.limits.grid_rows)
+        if len(parts) == 1:
+            configured = self.function[self.grid(C.shape), self.block, stream]
+            return lambda: configured(A, B, C, alpha, beta)
+        grids = [self.grid(C_part.shape) for _, _, C_part in parts]
 
-        def launch():
-            for configured, (A_part, B_part, C_part) in launches:
-                configured(A_part, B_part, C_part, alpha, beta)
+        def launch():  # configured at each launch: the simulator's kernel keeps only its last configuration
+            for grid, (A_part, B_part, C_part) in zip(grids, parts):
+                self.function[grid, self.block, stream](A_part, B_part, C_part, alpha, beta)
         return launch
 
     def compile(self):

@@ -110,7 +110,7 @@ class Record:
     @property
     def home(self) -> str:
         """Where the record belongs under records/: its device's folder and its product's file."""
-        return f"{self.device.slug}/{get_family(self.family).record_prefix}{self.problem.key}.json"
+        return f"{self.device.slug}/{file_stem(self.problem)}.json"
 
     def valid_configs(self) -> list[Config]:
         """The ranked configurations that this version's space still accepts, best first. Its rules
@@ -154,6 +154,11 @@ class Record:
                    tuple(_entry(entry) for entry in (data["best"], *data["runners_up"])),
                    Budget(**data["budget"]), data["searched"]["started"], data["searched"]["finished"],
                    dict(data["study"]))
+
+
+def file_stem(problem: Problem) -> str:
+    """The name of a problem's record file, without .json: its key, after its family's prefix."""
+    return f"{get_family(problem.family).record_prefix}{problem.key}"
 
 
 class RecordError(ValueError):

@@ -145,7 +145,7 @@ class Search:
         self._pending = deque()  # (trial, config, key) asked for, compiling ahead, not yet measured
         self._budget = None  # measured variants the study may hold, set by run
         self.protocol = SIMULATOR_PROTOCOL if runtime.simulated else GPU_PROTOCOL
-        self.path = cache.record_path(root, runtime.device.slug, problem.key)
+        self.path = cache.record_path(root, runtime.device.slug, record.file_stem(problem))
         self.history = {config_key(trial.params): trial
                         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                         if is_measured(trial)}
