@@ -1,0 +1,88 @@
+"""The batched family, registered through the seam: tuner.matmul on stacks as np.matmul takes them,
+its own search, records and errors, on the simulator."""
+import json
+
+import numpy as np
+import pytest
+
+import tuner
+from tuner import cache
+from tuner.cli import main
+from tuner.families.batched import BatchedProblem
+from tuner.family import families
+from tuner.simulator import describe
+
+HERE = describe("cuda")
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
+    tuner.reload()
+    yield tmp_path
+    tuner.reload()
+
+
+def _stack(*shape, dtype="float32", seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype, rtol", [("float32", 1e-5), ("float64", 1e-12)])
+@pytest.mark.parametrize("a_shape, b_shape", [((3, 17, 13), (3, 13, 9)), ((17, 13), (2, 13, 9)),
+                                              ((2, 17, 13), (13, 9)), ((1, 5, 4), (3, 4, 6))],
+                         ids=["stacks", "A broadcast", "B broadcast", "a stack of one broadcast"])
+def test_stacks_match_numpy(dtype, rtol, a_shape, b_shape):
+    A, B = _stack(*a_shape, dtype=dtype), _stack(*b_shape, dtype=dtype, seed=1)
+    with pytest.warns(tuner.UntunedWarning, match="--batch"):
+        C = tuner.matmul(A, B)
+    np.testing.assert_allclose(C, np.matmul(A, B), rtol=rtol, atol=rtol)
+    assert C.dtype == dtype
+
+
+def test_alpha_beta_and_out_on_a_stack():
+    A, B, out = _stack(2, 7, 5), _stack(2, 5, 3, seed=1), _stack(2, 7, 3, seed=2)
+    expected = 2 * np.matmul(A, B) - out
+    with pytest.warns(tuner.UntunedWarning):
+        assert tuner.matmul(A, B, out, alpha=2.0, beta=-1.0) is out
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_batch_over_the_grid_layers_runs_as_several_launches(monkeypatch):
+    monkeypatch.setattr("tuner.families.batched.GRID_LAYERS", 2)
+    A, B = _stack(5, 3, 4), _stack(4, 2, seed=1)
+    with pytest.warns(tuner.UntunedWarning):
+        np.testing.assert_allclose(tuner.matmul(A, B), np.matmul(A, B), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("a_shape, b_shape, message", [
+    ((4, 3, 2), (3, 2, 5), "A is a stack of 4 matrices and B of 3: the stacks must be as long"),
+    ((2, 3, 2), (2, 4, 5), "A's columns (2) must equal B's rows (4)"),
+    ((2, 2, 3, 2), (2, 5), "tuner.matmul multiplies 2-D matrices or stacks of them"),
+])
+def test_bad_stacks_get_one_clear_error(a_shape, b_shape, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        tuner.matmul(np.ones(a_shape, np.float32), np.ones(b_shape, np.float32))
+
+
+def test_the_family_is_registered_and_its_problem_is_its_own():
+    assert set(families()) == {"matmul", "batched"}
+    problem = BatchedProblem(8, 6, 4, batch=3)
+    assert problem.key == "float32-3x8x6x4" and problem.flops == 2 * 3 * 8 * 6 * 4
+    assert problem.shapes == ((3, 8, 4), (3, 4, 6), (3, 8, 6))
+    with pytest.raises(ValueError, match="batch must be a positive integer"):
+        BatchedProblem(8, 6, 4, batch=0)
+
+
+def test_a_batched_search_writes_its_own_record_which_matmul_then_uses(cache_dir, capsys):
+    assert main(["search", "--backend", "cuda", "--simulate", "--batch", "2", "--shape", "16", "16", "16",
+                 "--trials", "2"]) == 0
+    path = cache.record_path(cache_dir, HERE.slug, "batched-float32-2x16x16x16")
+    found = cache.read_record(path)
+    assert found.family == "batched" and found.problem == BatchedProblem(16, 16, 16, batch=2)
+    assert json.loads(path.read_text())["problem"] == {"batch": 2, "m": 16, "n": 16, "k": 16, "dtype": "float32"}
+    assert "batched-float32-2x16x16x16" in capsys.readouterr().out
+    assert main(["list"]) == 0 and "batched-float32-2x16x16x16" in capsys.readouterr().out
+    A, B = _stack(2, 16, 16), _stack(2, 16, 16, seed=1)
+    np.testing.assert_allclose(tuner.matmul(A, B), np.matmul(A, B), rtol=1e-5, atol=1e-5)
+    with pytest.warns(tuner.UntunedWarning, match="--shape 16 16 16"):  # a 2-D product is another family's
+        tuner.matmul(A[0], B[0])

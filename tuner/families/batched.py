@@ -1,0 +1,110 @@
+"""The batched family: a stack of independent products, C[i] = alpha * A[i] @ B[i] + beta * C[i],
+in one launch with the batch on the grid's z axis, as np.matmul takes stacks: (b, m, k) @ (b, k, n),
+or one 2-D operand broadcast against a stack of the other."""
+from dataclasses import dataclass
+
+from ..config import Config
+from ..family import Family
+from ..problem import Problem
+
+# Blocks along the grid's z axis, which runs over the batch: CUDA's and HIP's bound. A larger batch
+# runs as several launches.
+GRID_LAYERS = 65535
+
+
+@dataclass(frozen=True)
+class BatchedProblem(Problem):
+    """`batch` independent GEMMs of one shape and dtype."""
+
+    batch: int = 1
+
+    family = "batched"
+
+    @classmethod
+    def dimensions(cls) -> tuple[str, ...]:
+        return ("batch", "m", "n", "k")
+
+    @property
+    def products(self) -> int:
+        return self.batch
+
+    @property
+    def shapes(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        return (self.batch, self.m, self.k), (self.batch, self.k, self.n), (self.batch, self.m, self.n)
+
+    @property
+    def options(self) -> str:
+        return f"--batch {self.batch} --shape {self.m} {self.n} {self.k}"
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"must be at least 1, not {value}")
+    return value
+
+
+class Batched(Family):
+    """Stacks of products, the batch on the grid's z axis; a batch of 1 in one operand broadcasts."""
+
+    name = "batched"
+    problem = BatchedProblem
+    template = "batched_matmul.py.j2"
+    templates = ("matmul.py.j2", "batched_matmul.py.j2")
+    record_prefix = "batched-"
+    operands = "stacks of them (3-D, as np.matmul takes them; one may be a 2-D matrix, broadcast)"
+    operand_dims = 3
+
+    def accepts(self, a_dims: int, b_dims: int) -> bool:
+        return (a_dims, b_dims) in ((3, 3), (2, 3), (3, 2))
+
+    def sizes(self, a_shape: tuple, b_shape: tuple) -> tuple[dict, tuple[int, ...]]:
+        (a_batch, m, k), (b_batch, k_b, n) = ((1, *shape) if len(shape) == 2 else shape for shape in (a_shape, b_shape))
+        if k != k_b:
+            raise ValueError(f"A's matrices are {m}x{k} and B's are {k_b}x{n}: A's columns ({k}) must equal B's rows "
+                             f"({k_b})")
+        if a_batch != b_batch and 1 not in (a_batch, b_batch):
+            raise ValueError(f"A is a stack of {a_batch} matrices and B of {b_batch}: the stacks must be as long, or "
+                             "one of them a single matrix, which is broadcast")
+        batch = max(a_batch, b_batch)
+        return {"batch": batch, "m": m, "n": n, "k": k}, (batch, m, n)
+
+    def kernel_operands(self, A, B):
+        """A and B as stacks: a 2-D operand becomes a stack of one, which the kernel broadcasts."""
+        return tuple(operand.reshape(1, *operand.shape) if len(operand.shape) == 2 else operand
+                     for operand in (A, B))
+
+    def verification(self, config: Config, dtype: str) -> BatchedProblem:
+        """Three products with edge tiles in every dimension and two k-tiles."""
+        return BatchedProblem(config.block_m + 1, config.block_n + 1, 2 * config.block_k + 1, dtype, batch=3)
+
+    def parts(self, A, B, C, config: Config, grid_rows: int) -> list[tuple]:
+        """One launch per GRID_LAYERS products of the stack; an operand of one matrix is shared."""
+        m, batch = tuple(C.shape)[1], tuple(C.shape)[0]
+        if -(-m // config.block_m) > grid_rows:
+            raise ValueError(f"{m} rows make over the {grid_rows} row tiles of {config.block_m} a grid may have; "
+                             "multiply the stack in bands of rows")
+
+        def layers(operand, first):
+            return operand if tuple(operand.shape)[0] == 1 else operand[first:first + GRID_LAYERS]
+
+        return [(layers(A, first), layers(B, first), C[first:first + GRID_LAYERS])
+                for first in range(0, batch, GRID_LAYERS)]
+
+    def grid(self, config: Config, c_shape: tuple) -> tuple[int, ...]:
+        """(column tiles, row tiles, products)."""
+        batch, m, n = tuple(c_shape)
+        return (-(-n // config.block_n), -(-m // config.block_m), batch)
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--batch", type=_positive, metavar="B",
+                            help="tune a stack of B products of --shape, in one launch (the batched family)")
+
+    def chosen(self, args) -> bool:
+        return getattr(args, "batch", None) is not None
+
+    def problem_of(self, shape: tuple[int, int, int], args, dtype: str) -> BatchedProblem:
+        return BatchedProblem(*shape, dtype, batch=args.batch)
+
+
+FAMILY = Batched()
