@@ -1,5 +1,7 @@
 """tuner regenerate after a simulated template change (re-verify) and for a new GPU (re-tune)."""
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 from records import H100, make_record
@@ -9,8 +11,9 @@ import tuner.backends
 from tuner import cache
 from tuner.cli import main
 from tuner.config import Config
-from tuner.simulator import describe as describe_simulator
+from tuner.devices import Device
 from tuner.problem import Problem
+from tuner.simulator import describe as describe_simulator
 
 HERE = describe_simulator("cuda")
 OLD_TEMPLATES = dataclasses.replace(HERE, software={**HERE.software, "templates": "0ld"})
@@ -121,3 +124,25 @@ def test_a_product_whose_study_already_measured_the_configurations_gets_its_reco
     assert "float32-16x16x16: re-verified" in capsys.readouterr().out
     assert _here(tmp_path).best.config == found.best.config
 
+
+
+def test_a_record_written_by_the_previous_release_is_listed_and_re_verified(tmp_path, capsys):
+    """tests/data/record_format1.json was written by `tuner search` at the release before typed
+    records (format 1); here it is moved onto this machine's simulator, software kept."""
+    old = json.loads((Path(__file__).parent / "data" / "record_format1.json").read_text())
+    hardware = {name: value for name, value in HERE.as_dict().items() if name in HERE.model}
+    device = Device.from_dict({**old["device"], **hardware})
+    old.update(device=device.as_dict(), fingerprint=device.fingerprint)
+    assert old["format"] == 1 and device.fingerprint != HERE.fingerprint
+    path = cache.record_path(tmp_path, device.slug, "float32-24x20x12")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(old))
+    assert main(["list", "--cache-dir", str(tmp_path)]) == 0
+    assert f"{device.slug}/float32-24x20x12" in capsys.readouterr().out
+    assert _regenerate(tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "float32-24x20x12: re-verified" in out and "templates 5c52d981f3f807d2 -> " in out
+    renewed = cache.read_record(cache.record_path(tmp_path, HERE.slug, "float32-24x20x12"))
+    assert renewed.best.config in cache.read_record(path).configs
+    assert main(["list", "--cache-dir", str(tmp_path)]) == 0
+    assert f"{HERE.slug}/float32-24x20x12" in capsys.readouterr().out
