@@ -26,13 +26,13 @@ from .problem import Problem
 from .runtime import Runtime
 from .sampler import make_sampler
 from .schema import MAX_TEXT
-from .space import SEED, Space
+from .space import Space
 from .stopping import Terminated, shielded
 from .storage import HEARTBEAT_SECONDS, SharedStorage, redacted, worker_name
-from .trials import MAX_UNMEASURED_IN_A_ROW, Kind, answer, config_key, give_back, is_measured, suggest
-from .trials import passed as _passed  # build_record names its list of passed trials `passed`
+from .study_record import build_record, warm_start_configs
+from .trials import (MAX_UNMEASURED_IN_A_ROW, STARTED, Kind, answer, config_key, give_back, is_measured, passed,
+                     suggest)
 
-_STARTED = tuple(state for state in TrialState if state != TrialState.WAITING)
 # A CUDA fault leaves the context unusable, so every later launch in the process fails too.
 MAX_LAUNCH_FAILURES_IN_A_ROW = 3
 
@@ -60,51 +60,6 @@ class Outcome:
 
 def study_name(runtime: Runtime, problem: Problem) -> str:
     return f"{problem.family}-{problem.key}-{runtime.device.fingerprint}"
-
-
-def _entry(trial) -> record.Entry:
-    return record.Entry(trial.number, Config(**trial.params), record.Measurement(**trial.user_attrs["measurement"]))
-
-
-def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storage_label: str) -> record.Record | None:
-    """The cache record of the study so far: best and runners-up, budget, dates; None if no
-    variant has passed yet."""
-    trials = study.get_trials(deepcopy=False, states=_STARTED)
-    done = [trial for trial in trials if trial.state == TrialState.COMPLETE]
-    measured = [trial for trial in done if is_measured(trial)]
-    passed = sorted(filter(_passed, measured), key=lambda trial: -trial.value)
-    if not passed:
-        return None
-    kinds = [trial.user_attrs.get("kind") for trial in done]
-    budget = record.Budget(
-        trials=len(trials), measured=len(measured), failed=len(measured) - len(passed),
-        invalid=kinds.count(Kind.INVALID), duplicates=kinds.count(Kind.DUPLICATE),
-        measuring_seconds=round(sum(trial.duration.total_seconds() for trial in measured), 3))
-    searched = (min(trial.datetime_start for trial in trials if trial.datetime_start),
-                max(trial.datetime_complete for trial in done))
-    return record.make(runtime.device, problem, runtime.clock, [_entry(trial) for trial in passed], budget,
-                       searched, {"name": study.study_name, "storage": storage_label})
-
-
-def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Problem) -> list[Config]:
-    """Known-good starting points, likeliest first: every configuration of the record this search
-    will replace (so that it re-measures them rather than trusting them), the best configurations
-    cached for this backend and dtype (this shape's first, from any GPU), the default one, and the
-    seed kernel."""
-    found = []
-    for stored in cache.Catalog.read(root).select(backend=runtime.backend.name, family=problem.family,
-                                                  dtype=problem.dtype):
-        same_problem = stored.record.problem == problem
-        if same_problem and stored.record.fingerprint == runtime.device.fingerprint:
-            found += [(0, config) for config in stored.record.configs]
-        else:
-            found.append((1 if same_problem else 2, stored.record.configs[0]))
-    configs = [config for _, config in sorted(found, key=lambda pair: pair[0])] + [Config(), SEED]
-    unique = {}
-    for config in configs:
-        if not space.violations(config):
-            unique.setdefault(config_key(config.as_dict()), config)
-    return list(unique.values())
 
 
 class Search:
@@ -174,10 +129,10 @@ class Search:
 
     def trial_count(self) -> int:
         """Trials the study has started (queued ones are not counted)."""
-        return len(self.study.get_trials(deepcopy=False, states=_STARTED))
+        return len(self.study.get_trials(deepcopy=False, states=STARTED))
 
     def best_gflops(self) -> float | None:
-        values = [trial.value for trial in self.history.values() if _passed(trial)]
+        values = [trial.value for trial in self.history.values() if passed(trial)]
         return max(values) if values else None
 
     def run(self, trials: int | None, timeout: float | None, progress=None, warm: bool = True,
@@ -296,7 +251,7 @@ class Search:
         """Answer `trial` from `earlier`, the study's measurement of `key` (perhaps another
         worker's, which joins the history)."""
         self.history[key] = earlier
-        self._tell(trial, Kind.DUPLICATE, earlier.value, 0.0 if _passed(earlier) else 1.0, duplicate_of=earlier.number)
+        self._tell(trial, Kind.DUPLICATE, earlier.value, 0.0 if passed(earlier) else 1.0, duplicate_of=earlier.number)
         outcome.duplicates += 1
         outcome.unmeasured_in_a_row += 1
 

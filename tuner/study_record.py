@@ -1,0 +1,58 @@
+"""What a study and the cache give each other: the record of a study's best so far, and the
+configurations a new search of a problem starts from."""
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from . import cache, record
+from .config import Config
+from .problem import Problem
+from .runtime import Runtime
+from .space import SEED, Space
+from .trials import STARTED, Kind, config_key, is_measured, passed
+
+
+def _entry(trial) -> record.Entry:
+    return record.Entry(trial.number, Config(**trial.params), record.Measurement(**trial.user_attrs["measurement"]))
+
+
+def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storage_label: str) -> record.Record | None:
+    """The cache record of the study so far: best and runners-up, budget, dates; None if no
+    variant has passed yet."""
+    trials = study.get_trials(deepcopy=False, states=STARTED)
+    done = [trial for trial in trials if trial.state == TrialState.COMPLETE]
+    measured = [trial for trial in done if is_measured(trial)]
+    good = sorted(filter(passed, measured), key=lambda trial: -trial.value)
+    if not good:
+        return None
+    kinds = [trial.user_attrs.get("kind") for trial in done]
+    budget = record.Budget(
+        trials=len(trials), measured=len(measured), failed=len(measured) - len(good),
+        invalid=kinds.count(Kind.INVALID), duplicates=kinds.count(Kind.DUPLICATE),
+        measuring_seconds=round(sum(trial.duration.total_seconds() for trial in measured), 3))
+    searched = (min(trial.datetime_start for trial in trials if trial.datetime_start),
+                max(trial.datetime_complete for trial in done))
+    return record.make(runtime.device, problem, runtime.clock, [_entry(trial) for trial in good], budget,
+                       searched, {"name": study.study_name, "storage": storage_label})
+
+
+def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Problem) -> list[Config]:
+    """Known-good starting points, likeliest first: every configuration of the record this search
+    will replace (so that it re-measures them rather than trusting them), the best configurations
+    cached for this backend and dtype (this shape's first, from any GPU), the default one, and the
+    seed kernel."""
+    found = []
+    for stored in cache.Catalog.read(root).select(backend=runtime.backend.name, family=problem.family,
+                                                  dtype=problem.dtype):
+        same_problem = stored.record.problem == problem
+        if same_problem and stored.record.fingerprint == runtime.device.fingerprint:
+            found += [(0, config) for config in stored.record.configs]
+        else:
+            found.append((1 if same_problem else 2, stored.record.configs[0]))
+    configs = [config for _, config in sorted(found, key=lambda pair: pair[0])] + [Config(), SEED]
+    unique = {}
+    for config in configs:
+        if not space.violations(config):
+            unique.setdefault(config_key(config.as_dict()), config)
+    return list(unique.values())
