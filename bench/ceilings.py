@@ -1,6 +1,6 @@
 """Static ceilings of the large register tiles, before and after issue 17's options: registers,
 spills, compile time (PTX + ptxas, wall and CPU) and the FMA share of one interior k-tile's SASS, from
-`tuner.resources.report`, the same numbers `tuner resources --json` prints. The flagship of a dtype
+`tuner.resources.count`, the same numbers `tuner resources --json` prints. The flagship of a dtype
 is the configuration with the highest FMA share that compiles without spills (docs/kernels.md).
 
     python bench/ceilings.py --dtype float32 > bench/results/ceilings_float32.json
@@ -18,7 +18,7 @@ from provenance import provenance
 
 from tuner.backends import CUDA
 from tuner.config import Config
-from tuner.resources import ptxas_path, report
+from tuner.resources import count, ptxas_path
 from tuner.sass import nvdisasm_beside
 from tuner.space import Space
 
@@ -68,7 +68,7 @@ def main():
             runs.append({"name": name, "config": config.as_dict(), "in_space": False, "violations": reasons})
             continue
         start = _cpu_seconds()
-        resources = report(space, config).as_dict()
+        resources = count(space, config).as_dict()
         runs.append({"name": name, "config": config.as_dict(), "in_space": True, **resources,
                      "cpu_seconds": round(_cpu_seconds() - start, 3)})
         print(name, runs[-1]["fma_fraction"], runs[-1]["registers"], runs[-1]["compile_seconds"], file=sys.stderr)

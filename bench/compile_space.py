@@ -31,7 +31,7 @@ from pathlib import Path
 
 from tuner.backends import get_backend
 from tuner.config import Config
-from tuner.resources import ReportUnavailable, assemble, compile_ptx, ptxas_path, report_from
+from tuner.resources import CountUnavailable, assemble, compile_ptx, ptxas_path, parse_ptxas
 from tuner.space import Space
 
 
@@ -63,9 +63,9 @@ def _compile_group(backend: str, dtype: str, configs: list[dict]) -> list[dict]:
                 for c in configs]
     for config in configs:
         try:
-            resources = report_from(assemble(ptx, max_registers=config.max_registers), seconds)
+            resources = parse_ptxas(assemble(ptx, max_registers=config.max_registers), seconds)
             records.append({"config": config.as_dict(), **resources.as_dict()})
-        except ReportUnavailable as error:
+        except CountUnavailable as error:
             records.append({"config": config.as_dict(), "error": str(error)[:500]})
     return records
 

@@ -28,7 +28,7 @@ import tuner.source
 import tuner.space
 from tuner.backends import CUDA
 from tuner.config import Config
-from tuner.resources import assemble, compile_ptx, interior_k_tile, ptxas_path, report_from
+from tuner.resources import assemble, compile_ptx, interior_k_tile, ptxas_path, parse_ptxas
 from tuner.sass import NoDisassembler, disassemble, nvdisasm_beside
 from tuner.space import Space
 
@@ -77,7 +77,7 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             cubin = Path(tmp, "kernel.cubin")
             run = {"name": name, "config": config.as_dict(),
-                   **report_from(assemble(ptx, cubin=cubin), seconds).as_dict(),
+                   **parse_ptxas(assemble(ptx, cubin=cubin), seconds).as_dict(),
                    "opcodes": dict(collections.Counter(OPCODE.findall(ptx)).most_common())}
             if with_sass:
                 sass = disassemble(cubin, ptxas_path())

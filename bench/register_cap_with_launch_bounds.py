@@ -17,7 +17,7 @@ from provenance import provenance
 from tuner.backends import CUDA
 from tuner.config import Config
 from tuner.kernel import import_source
-from tuner.resources import assemble, ptxas_path, report_from
+from tuner.resources import assemble, ptxas_path, parse_ptxas
 from tuner.source import render
 from tuner.space import Space
 
@@ -33,7 +33,7 @@ def main():
     for launch_bounds in (config.threads, None):
         ptx, _ = cuda.compile_ptx(function, signature, cc=(9, 0), launch_bounds=launch_bounds)
         for cap in (0, 128):
-            resources = report_from(assemble(ptx, max_registers=cap), ptx_seconds=0.0)
+            resources = parse_ptxas(assemble(ptx, max_registers=cap), ptx_seconds=0.0)
             runs.append({"launch_bounds": launch_bounds, "maxrregcount": cap, "ptx_has_maxntid": ".maxntid" in ptx,
                          "registers": resources.registers, "spill_store_bytes": resources.spill_store_bytes})
     ptxas = subprocess.run([ptxas_path(), "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]

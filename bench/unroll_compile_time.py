@@ -15,7 +15,7 @@ from provenance import provenance
 from tuner import space as space_module
 from tuner.backends import CUDA
 from tuner.config import Config
-from tuner.resources import assemble, compile_ptx, report_from
+from tuner.resources import assemble, compile_ptx, parse_ptxas
 from tuner.space import Space
 
 
@@ -27,7 +27,7 @@ def main():
     for unroll in (1, 2, 4, 8, 16):
         config = Config(block_m=128, block_n=128, block_k=16, thread_m=8, thread_n=8, unroll_k=unroll)
         ptx, seconds = compile_ptx(space, config)
-        resources = report_from(assemble(ptx), seconds)
+        resources = parse_ptxas(assemble(ptx), seconds)
         runs.append({"unroll_k": unroll, "multiply_adds_per_trip": 64 * unroll, **resources.as_dict(),
                      "config": config.as_dict()})
         print(f"unroll_k={unroll:2d} multiply-adds/trip={64 * unroll:4d} compile_ptx={seconds:6.1f}s "

@@ -55,7 +55,7 @@ def static(source: str) -> dict:
     from numba import cuda, types
 
     from tuner.kernel import import_source
-    from tuner.resources import assemble, interior_k_tile, report_from
+    from tuner.resources import assemble, interior_k_tile, parse_ptxas
 
     module = import_source(source, "cuda")
     matrix = types.float32[:, ::1]
@@ -63,7 +63,7 @@ def static(source: str) -> dict:
                               cc=(9, 0), launch_bounds=CONFIG.threads)
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp, "kernel.cubin")
-        resources = report_from(assemble(ptx, cubin=cubin), 0.0)
+        resources = parse_ptxas(assemble(ptx, cubin=cubin), 0.0)
         return {**resources.as_dict(), "ptx_shared_loads": sorted(set(re.findall(r"ld\.shared\S*", ptx))),
                 "interior_k_tile": interior_k_tile(cubin, CONFIG)}
 

@@ -94,3 +94,8 @@ def test_roc_has_no_static_count():
     done = subprocess.run([sys.executable, "-m", "tuner", "resources", "--backend", "roc"],
                           capture_output=True, text=True, env=_compiler_env())
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no static count exists for roc" in done.stderr
+
+
+def test_the_batched_family_compiles_to_sm_90_without_spills():
+    report = _resources("--family", "batched")
+    assert report["registers"] > 0 and report["spills"] is False

@@ -138,8 +138,9 @@ def test_invalid_suggestions_are_never_measured(tmp_path, monkeypatch):
     outcome = search.run(trials=1, timeout=None)
     told = [t for t in search.study.trials if t.user_attrs.get("kind") == "invalid"]
     assert outcome.invalid == len(told) == 1 and compiled == [FIRST]
-    assert told[0].user_attrs["reasons"] == search.space.violations(invalid)
-    assert told[0].system_attrs["constraints:feasible"] == len(told[0].user_attrs["reasons"]) > 0
+    broken, pruned = search.space.reasons(invalid)
+    assert (told[0].user_attrs["reasons"], told[0].user_attrs["pruned"]) == (broken, pruned) and broken
+    assert told[0].system_attrs["constraints:feasible"] == len(broken) + len(pruned)
     assert told[0].state.name == "COMPLETE" and told[0].value == 0.0
 
 
@@ -232,7 +233,7 @@ def test_a_configuration_whose_static_ceiling_is_below_half_the_best_is_never_me
     search.run(trials=3, timeout=None)
     measured = [Config(**trial.params) for trial in _measured(search)]
     assert FIRST in measured and all(config.thread_m != 1 for config in measured)
-    pruned = [trial for trial in search.study.trials if "static ceiling 0.20" in str(trial.user_attrs.get("reasons"))]
+    pruned = [trial for trial in search.study.trials if "static ceiling 0.20" in str(trial.user_attrs.get("pruned"))]
     assert SEED in [Config(**trial.params) for trial in pruned]
     assert len(counted) == len(set(counted))  # counted once each, then read from the file
     assert Ceilings(tmp_path / "ceilings.json", count).of(SEED) == 0.2 and counted.count(SEED) == 1

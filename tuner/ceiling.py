@@ -35,14 +35,14 @@ class Ceilings:
     @classmethod
     def where_countable(cls, runtime: Runtime, space: Space, root: Path) -> "Ceilings | None":
         """The ceilings of `space` kept under `root`, or None where they cannot be counted."""
-        from .resources import ReportUnavailable, ptxas_path
+        from .resources import CountUnavailable, ptxas_path
         from .sass import NoDisassembler, nvdisasm_beside
 
         if runtime.simulated or not space.backend.counts_resources:
             return None
         try:
             nvdisasm_beside(ptxas_path())
-        except (ReportUnavailable, NoDisassembler):
+        except (CountUnavailable, NoDisassembler):
             return None
         name = f"{space.backend.name}-{space.family.name}-{space.precision.name}-{templates_hash()}.json"
         return cls(root / "ceilings" / name, lambda config: _fma_fraction(space, config))
@@ -63,11 +63,11 @@ class Ceilings:
 
 
 def _fma_fraction(space: Space, config: Config) -> float | None:
-    from .resources import ReportUnavailable, report
+    from .resources import CountUnavailable, count
 
     try:
-        return report(space, config).fma_fraction
-    except ReportUnavailable:
+        return count(space, config).fma_fraction
+    except CountUnavailable:
         return None
 
 

@@ -196,7 +196,7 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
     from .backends import get_backend
     from .config import Config
     from .kernel import load
-    from .resources import ReportUnavailable, compile_ptx, report
+    from .resources import CountUnavailable, compile_ptx, count
     from .space import Space
 
     space, start = Space.of(get_backend(backend), dtype, family), time.perf_counter()
@@ -207,8 +207,8 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
             load(space, config, Path(kernels)).compile()
         else:
             try:
-                resources = report(space, config, directory=Path(kernels)).as_dict()
-            except ReportUnavailable:  # no ptxas here: PTX alone
+                resources = count(space, config, directory=Path(kernels)).as_dict()
+            except CountUnavailable:  # no ptxas here: PTX alone
                 compile_ptx(space, config, directory=Path(kernels))
     except OSError as error:  # the kernel directory or the disk, not the variant
         return {"seconds": time.perf_counter() - start, "fatal": str(error)}

@@ -1,4 +1,4 @@
-"""Static resource report of a generated CUDA kernel, without a GPU.
+"""Static resource counts of a generated CUDA kernel, without a GPU.
 
 The kernel is compiled to PTX by numba.cuda.compile_ptx, then assembled by ptxas -v, which
 reports registers per thread, stack frame, spill bytes and shared memory. Where nvdisasm is
@@ -23,8 +23,8 @@ from .space import Space
 ARCH = (9, 0)  # Hopper (H100, H200)
 
 
-class ReportUnavailable(RuntimeError):
-    """The report cannot be made here: wrong backend, the simulator, or no ptxas."""
+class CountUnavailable(RuntimeError):
+    """The counts cannot be made here: wrong backend, the simulator, or no ptxas."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def ptxas_path() -> str:
                     return str(candidate)
     found = shutil.which("ptxas")
     if found is None:
-        raise ReportUnavailable("ptxas not found: pip install nvidia-cuda-nvcc (or the tests extra)")
+        raise CountUnavailable("ptxas not found: pip install nvidia-cuda-nvcc (or the tests extra)")
     return found
 
 
@@ -78,10 +78,10 @@ def compile_ptx(space: Space, config: Config, arch: tuple[int, int] = ARCH,
     """The PTX of `config`'s kernel for `arch` (its file in the kernel `directory`, by default
     kernel_dir()), and the seconds compile_ptx took."""
     if not space.backend.counts_resources:
-        raise ReportUnavailable(f"no static count exists for {space.backend.name}: the resource report and "
+        raise CountUnavailable(f"no static count exists for {space.backend.name}: the resource counts and "
                                 "fma_fraction come from PTX, ptxas and nvdisasm, which are NVIDIA's")
     if simulator.simulating():
-        raise ReportUnavailable("the resource report needs Numba's compiler: unset NUMBA_ENABLE_CUDASIM")
+        raise CountUnavailable("the resource counts need Numba's compiler: unset NUMBA_ENABLE_CUDASIM")
     from numba import cuda
 
     module = import_source(render(space, config), space.backend.module, directory)
@@ -94,7 +94,7 @@ def compile_ptx(space: Space, config: Config, arch: tuple[int, int] = ARCH,
 def _field(pattern: str, text: str) -> int:
     match = re.search(pattern, text)
     if match is None:
-        raise ReportUnavailable(f"unexpected ptxas output: {text.strip()[:200]}")
+        raise CountUnavailable(f"unexpected ptxas output: {text.strip()[:200]}")
     return int(match.group(1))
 
 
@@ -109,11 +109,11 @@ def assemble(ptx: str, arch: tuple[int, int] = ARCH, max_registers: int = 0, cub
             command.insert(1, f"-maxrregcount={max_registers}")
         done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
-        raise ReportUnavailable(f"ptxas failed: {done.stderr.strip()[:300]}")
+        raise CountUnavailable(f"ptxas failed: {done.stderr.strip()[:300]}")
     return done.stdout + done.stderr
 
 
-def report_from(ptxas_output: str, ptx_seconds: float, **counts) -> Resources:
+def parse_ptxas(ptxas_output: str, ptx_seconds: float, **counts) -> Resources:
     """Parse ptxas -v's report; `counts` are the Resources fields that come from elsewhere."""
     return Resources(
         registers=_field(r"Used (\d+) registers", ptxas_output),
@@ -132,7 +132,7 @@ def interior_k_tile(cubin: Path, config: Config) -> dict:
                             sum(config.loads_per_thread))
 
 
-def report(space: Space, config: Config, arch: tuple[int, int] = ARCH, directory: Path | None = None) -> Resources:
+def count(space: Space, config: Config, arch: tuple[int, int] = ARCH, directory: Path | None = None) -> Resources:
     """Registers, stack, spills, shared memory, compile time and FMA share of `config`'s kernel
     as compiled for `arch` (its file in the kernel `directory`, by default kernel_dir())."""
     ptx, seconds = compile_ptx(space, config, arch, directory)
@@ -146,4 +146,4 @@ def report(space: Space, config: Config, arch: tuple[int, int] = ARCH, directory
             counts["fma_fraction"] = round(path["multiply_adds"] / path["issued"], 4)
         except (sass.NoDisassembler, ValueError) as missing:
             counts["fma_fraction_missing"] = str(missing)
-    return report_from(output, seconds, **counts)
+    return parse_ptxas(output, seconds, **counts)

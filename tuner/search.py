@@ -211,9 +211,9 @@ class Search:
             self.shared.sign(trial)
         params = suggest(trial, self.space.domains())
         config, key = Config(**params), config_key(params)
-        reasons = self.space.violations(config)
-        if reasons:
-            self._tell_invalid(trial, len(reasons), reasons, outcome)
+        broken, pruned = self.space.reasons(config)
+        if broken or pruned:
+            self._tell_invalid(trial, len(broken) + len(pruned), outcome, broken, pruned)
         elif key in self.history:
             self._answer_from(trial, key, self.history[key], outcome)
         elif not self._below_ceiling(trial, config, outcome):
@@ -255,9 +255,10 @@ class Search:
         outcome.duplicates += 1
         outcome.unmeasured_in_a_row += 1
 
-    def _tell_invalid(self, trial, violation: float, reasons: list[str], outcome: Outcome) -> None:
-        """Tell `trial` invalid for `reasons`, never to be measured."""
-        self._tell(trial, Kind.INVALID, 0.0, violation, reasons=reasons)
+    def _tell_invalid(self, trial, violation: float, outcome: Outcome, broken: list[str], pruned: list[str]) -> None:
+        """Tell `trial` invalid, never to be measured: for the hard rules it breaks (`reasons`), or
+        the heuristics that prune it (`pruned`)."""
+        self._tell(trial, Kind.INVALID, 0.0, violation, reasons=broken, pruned=pruned)
         outcome.invalid += 1
         outcome.unmeasured_in_a_row += 1
 
@@ -271,7 +272,7 @@ class Search:
         self.best_ceiling = max(ceiling, self.best_ceiling or 0.0)
         trial.set_user_attr("ceiling", ceiling)
         if reason:
-            self._tell_invalid(trial, 1.0, [reason], outcome)
+            self._tell_invalid(trial, 1.0, outcome, [], [reason])
         return bool(reason)
 
     def _tell(self, trial, told: Kind, value: float, violation: float, **attrs) -> None:

@@ -120,8 +120,14 @@ class Space:
     def violations(self, config: Config) -> list[str]:
         """Every reason the search skips `config`, as one-line reasons: the rules it breaks, then the
         heuristics that prune it; empty when it is in the space."""
+        broken, pruned = self.reasons(config)
+        return broken + pruned
+
+    def reasons(self, config: Config) -> tuple[list[str], list[str]]:
+        """The hard rules `config` breaks, and the heuristics that prune it (none asked of a
+        configuration without threads, which they cannot describe)."""
         broken = self.broken_rules(config)
-        return broken if broken and not config.threads else broken + self.pruned_by(config)
+        return broken, [] if broken and not config.threads else self.pruned_by(config)
 
     def broken_rules(self, config: Config) -> list[str]:
         """The hard rules `config` breaks: the backend's limits and features, and what the template

@@ -25,12 +25,13 @@ def _rule(reason: str) -> str:
 
 
 def failure_reasons(trials) -> Counter:
-    """Failed measurements by status and reason, and invalid suggestions by the rule broken
-    (one count per rule a suggestion breaks)."""
+    """Failed measurements by status and reason, and invalid suggestions by the rule broken or the
+    heuristic that pruned them (one count per rule or heuristic)."""
     reasons = Counter()
     for trial in trials:
         if kind(trial) == Kind.INVALID:
             reasons.update(f"invalid: {_rule(reason)}" for reason in trial.user_attrs.get("reasons", []))
+            reasons.update(f"pruned: {_rule(reason)}" for reason in trial.user_attrs.get("pruned", []))
         elif kind(trial) == Kind.MEASURED and not passed(trial):
             measurement = trial.user_attrs["measurement"]
             reasons[f"{measurement['status']}: {_rule(measurement['reason'])}"] += 1

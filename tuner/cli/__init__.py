@@ -30,10 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def is_user_error(error: Exception) -> bool:
     """Whether `error` is a mistake or a missing piece the user can fix, shown as one line."""
-    from ..resources import ReportUnavailable
+    from ..resources import CountUnavailable
     from ..runtime import RuntimeUnavailable
 
-    return isinstance(error, (ValueError, OSError, ImportError, RuntimeUnavailable, ReportUnavailable))
+    return isinstance(error, (ValueError, OSError, ImportError, RuntimeUnavailable, CountUnavailable))
 
 
 def explain(error: Exception) -> str:

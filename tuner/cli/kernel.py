@@ -6,16 +6,22 @@ import sys
 
 from ..backends import BACKENDS, get_backend
 from ..config import Config, format_value, parse_assignments
+from ..family import DEFAULT, families
 from ..space import SEED, Space
 
 
 def _space(args) -> Space:
-    return Space.of(get_backend(args.backend), args.dtype)
+    return Space.of(get_backend(args.backend), args.dtype, getattr(args, "family", DEFAULT))
 
 
 def _config(args, space: Space) -> Config:
+    """The configuration the arguments name, if it breaks no hard rule; one the search's
+    heuristics prune is taken, with a note on stderr saying why the search skips it."""
     base = SEED if args.seed_kernel else Config()
-    return space.check(parse_assignments(args.assignments, base))
+    config = space.check(parse_assignments(args.assignments, base), rules_only=True)
+    for reason in space.pruned_by(config):
+        print(f"tuner: note: the search prunes this configuration: {reason}", file=sys.stderr)
+    return config
 
 
 def _render(args) -> None:
@@ -35,11 +41,11 @@ def _describe_space(args) -> None:
 
 
 def _resources(args) -> None:
-    from ..resources import report as static_resources
+    from ..resources import count
 
     space = _space(args)
     config = _config(args, space)
-    resources = static_resources(space, config)
+    resources = count(space, config)
     if args.json:
         print(json.dumps({"config": config.as_dict(), **resources.as_dict()}))
         return
@@ -54,6 +60,8 @@ def _resources(args) -> None:
 def _add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", required=True, choices=tuple(BACKENDS))
     parser.add_argument("--dtype", default="float32", help="float32 (default), float64 or float16 (cuda only)")
+    parser.add_argument("--family", choices=tuple(families()), default=DEFAULT,
+                        help=f"the kernel family (default {DEFAULT})")
     parser.add_argument("--seed-kernel", action="store_true", help="start from the seed kernel's configuration")
     parser.add_argument("assignments", nargs="*", metavar="NAME=VALUE",
                         help=f"parameters to change from the default: {', '.join(Config.names())}")
