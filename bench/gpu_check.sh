@@ -68,14 +68,12 @@ e2e)
 import dataclasses, os
 from pathlib import Path
 from tuner import cache
-from tuner.devices import Device
 root = Path(os.environ["TUNER_CACHE_DIR"])
 path = next(p for p in cache.record_paths(root) if p.name == os.environ["BIG"])
 found = cache.read_record(path)
-device = Device.from_dict(found["device"])
+device = found.device
 older = dataclasses.replace(device, software={**device.software, "templates": "older"})
-moved = {**found, "fingerprint": older.fingerprint, "device": older.as_dict()}
-cache.write_record(cache.record_path(root, older.slug, path.stem), moved)
+cache.write_record(cache.record_path(root, older.slug, path.stem), dataclasses.replace(found, device=older))
 path.unlink()
 study = root / "studies" / f"{device.slug}.journal"
 study.rename(study.with_suffix(".journal.searched"))

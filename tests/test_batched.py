@@ -57,7 +57,7 @@ def test_a_batch_over_the_grid_layers_runs_as_several_launches(monkeypatch):
 @pytest.mark.parametrize("a_shape, b_shape, message", [
     ((4, 3, 2), (3, 2, 5), "A is a stack of 4 matrices and B of 3: the stacks must be as long"),
     ((2, 3, 2), (2, 4, 5), "A's columns (2) must equal B's rows (4)"),
-    ((2, 2, 3, 2), (2, 5), "tuner.matmul multiplies 2-D matrices or stacks of them"),
+    ((2, 2, 3, 2), (2, 5), "tuner.matmul multiplies 2-D matrices or 3-D stacks of them"),
 ])
 def test_bad_stacks_get_one_clear_error(a_shape, b_shape, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -157,8 +157,9 @@ class _Unlendable:
 F32 = np.ones((4, 3), np.float32)
 BAD = {
     "inner dimensions": ((F32, F32), {}, ValueError, r"A's columns \(3\) must equal B's rows \(4\)"),
-    "a vector": ((F32[0], F32.T), {}, ValueError, "2-D matrices, but A is 1-D"),
-    "a batch": ((np.ones((2, 4, 3), np.float32), F32.T), {}, ValueError, "A is 3-D"),
+    "a vector": ((F32[0], F32.T), {}, ValueError,
+                 "2-D matrices or 3-D stacks of them .*, but A is 1-D and B is 2-D; reshape"),
+    "a stack of 4-D": ((np.ones((2, 2, 4, 3), np.float32), F32.T), {}, ValueError, "A is 4-D"),
     "integers": ((np.ones((4, 3), int), np.ones((3, 2), int)), {}, TypeError, "int64 matrices are not supported"),
     "complex": ((F32.astype(complex), F32.T.astype(complex)), {}, TypeError, "complex128 matrices"),
     "mixed dtypes": ((F32, F32.T.astype(np.float64)), {}, TypeError, "does not mix dtypes"),

@@ -52,7 +52,7 @@ class Batched(Family):
     template = "batched_matmul.py.j2"
     templates = ("matmul.py.j2", "batched_matmul.py.j2")
     record_prefix = "batched-"
-    operands = "stacks of them (3-D, as np.matmul takes them; one may be a 2-D matrix, broadcast)"
+    operands = "3-D stacks of them (as np.matmul takes them: one may be a 2-D matrix, broadcast)"
     operand_dims = 3
 
     def accepts(self, a_dims: int, b_dims: int) -> bool:
