@@ -10,7 +10,10 @@ study's trials, so a resumed study, or several workers on one study, go on where
 2. Then, with probability 1 - GLOBAL_SHARE, a local move: take the evaluated configurations
    best first, and the first two that have unseen neighbours (configurations that differ from
    one of them in one parameter by one step of that parameter's ordered domain: a power of two
-   up or down, a flag flipped). Among those neighbours, suggest the one a TPE-style model
+   up or down, a flag flipped). A WIDE_SHARE of the suggestions take wide neighbours instead,
+   which differ in one parameter by any other value, so that a domain along whose order the
+   performance is not smooth is crossed in one move (none by default: leave-one-space-out
+   kept 0, see docs/search.md). Among those neighbours, suggest the one a TPE-style model
    prefers: the ratio of the parameter-value densities of the best quarter of the evaluated
    configurations to the rest, with ordinal smoothing, plus Gumbel noise for ties.
 3. Otherwise, or when no evaluated configuration has unseen neighbours, a global move: among
