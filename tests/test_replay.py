@@ -152,6 +152,28 @@ def test_global_moves_alone_find_the_optimum_without_repeating_or_leaving_the_va
         assert run.fraction(space.optimum) == 1.0, f"seed {seed}"
 
 
+def test_wide_local_moves_alone_find_the_optimum_without_repeating_or_leaving_the_valid_space(space_file,
+                                                                                            monkeypatch):
+    monkeypatch.setattr(sampler_module, "GLOBAL_SHARE", 0.0)
+    monkeypatch.setattr(sampler_module, "WIDE_SHARE", 1.0)
+    space = recorded.load(space_file)
+    for seed in range(5):
+        run = replay(space, 60, "local", seed)
+        assert len(run.best_seconds) == 60
+        assert run.fraction(space.optimum) == 1.0, f"seed {seed}"
+
+
+def test_a_wide_neighbour_differs_in_one_parameter_by_any_value_and_a_near_one_by_one_step(space_file):
+    space = recorded.load(space_file)
+    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
+    point = (4, 2, 1, 2)  # positions of (16, 4, 1, 32)
+    positions = [range(len(domain)) for domain in DOMAINS.values()]
+    differ = {other: [abs(a - b) for a, b in zip(point, other) if a != b] for other in itertools.product(*positions)
+              if sampler._valid(other)}
+    assert set(sampler._neighbours(point, wide=True)) == {other for other, steps in differ.items() if len(steps) == 1}
+    assert set(sampler._neighbours(point, wide=False)) == {other for other, steps in differ.items() if steps == [1]}
+
+
 def test_the_default_search_skips_what_other_workers_run_and_what_is_queued(space_file):
     space = recorded.load(space_file)
     sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)

@@ -10,7 +10,10 @@ study's trials, so a resumed study, or several workers on one study, go on where
 2. Then, with probability 1 - GLOBAL_SHARE, a local move: take the evaluated configurations
    best first, and the first two that have unseen neighbours (configurations that differ from
    one of them in one parameter by one step of that parameter's ordered domain: a power of two
-   up or down, a flag flipped). Among those neighbours, suggest the one a TPE-style model
+   up or down, a flag flipped). A WIDE_SHARE of the suggestions take wide neighbours instead,
+   which differ in one parameter by any other value, so that a domain along whose order the
+   performance is not smooth is crossed in one move (none by default: leave-one-space-out
+   kept 0, see docs/search.md). Among those neighbours, suggest the one a TPE-style model
    prefers: the ratio of the parameter-value densities of the best quarter of the evaluated
    configurations to the rest, with ordinal smoothing, plus Gumbel noise for ties.
 3. Otherwise, or when no evaluated configuration has unseen neighbours, a global move: among
@@ -36,6 +39,9 @@ GOOD_FRACTION = 0.25
 NOISE = 0.3
 # The share of suggestions after the start that are global moves.
 GLOBAL_SHARE = 0.25
+# The share of suggestions after the start whose local move is wide: to any other value of one
+# parameter, not one step along its domain (drawn apart from the global share while they sum to 1 or less).
+WIDE_SHARE = 0.0
 # The most evaluated configurations the global move's joint density is centred on.
 GOOD_CAP = 25
 # The joint density's kernel: the weight kept on a best configuration's own value of a
@@ -60,7 +66,7 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         self.positions = [{value: index for index, value in enumerate(domain)} for domain in self.domains.values()]
         self.valid = valid
         self.verdicts = {}  # point (a tuple of value positions) -> valid(configuration)
-        self.adjacent = {}  # point -> its valid neighbours
+        self.adjacent = {}  # (point, wide) -> its valid neighbours
         self.finished = {}  # trial number -> (point, score) of the complete trials
         self.radix = np.cumprod(np.concatenate(([1], self.sizes[:-1])))
         self.pool = np.empty((0, len(self.sizes)), dtype=int)  # valid points found by random draws
@@ -92,7 +98,8 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
             candidates = self._anywhere(seen, 1)
         else:
             ranked = np.array(evaluated)[np.argsort(-np.array(list(scores.values())), kind="stable")]
-            near = self.rng.random() >= GLOBAL_SHARE and self._neighbourhood(ranked, seen)
+            draw = self.rng.random()
+            near = draw >= GLOBAL_SHARE and self._neighbourhood(ranked, seen, wide=draw >= 1 - WIDE_SHARE)
             if near:
                 preference = self._model(ranked, np.array(near)) + NOISE * self.rng.gumbel(size=len(near))
                 candidates = [near[int(np.argmax(preference))]]
@@ -190,11 +197,12 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         peak = log_kernel.max(axis=1)
         return preference + peak + np.log(np.exp(log_kernel - peak[:, None]).sum(axis=1))
 
-    def _neighbourhood(self, ranked: np.ndarray, seen: set) -> list[tuple]:
-        """The unseen neighbours of the best EXPANDED evaluated configurations that have any."""
+    def _neighbourhood(self, ranked: np.ndarray, seen: set, wide: bool) -> list[tuple]:
+        """The unseen neighbours (wide ones if `wide`) of the best EXPANDED evaluated configurations
+        that have any."""
         found, expanded = {}, 0
         for point in ranked:
-            unseen = [neighbour for neighbour in self._neighbours(tuple(int(index) for index in point))
+            unseen = [neighbour for neighbour in self._neighbours(tuple(int(index) for index in point), wide)
                       if neighbour not in seen]
             if unseen:
                 found.update(dict.fromkeys(unseen))
@@ -203,14 +211,16 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
                     break
         return list(found)
 
-    def _neighbours(self, point: tuple) -> list[tuple]:
-        if point in self.adjacent:
-            return self.adjacent[point]
-        found = self.adjacent[point] = []
+    def _neighbours(self, point: tuple, wide: bool) -> list[tuple]:
+        """The valid configurations that differ from `point` in one parameter: by one step of its
+        ordered domain, or if `wide` by any other value."""
+        if (point, wide) in self.adjacent:
+            return self.adjacent[point, wide]
+        found = self.adjacent[point, wide] = []
         for dimension, size in enumerate(self.sizes):
-            for step in (-1, 1):
-                if 0 <= point[dimension] + step < size:
-                    moved = point[:dimension] + (point[dimension] + step,) + point[dimension + 1:]
+            for index in range(size) if wide else (point[dimension] - 1, point[dimension] + 1):
+                if 0 <= index < size and index != point[dimension]:
+                    moved = point[:dimension] + (index,) + point[dimension + 1:]
                     if self._valid(moved):
                         found.append(moved)
         return found
