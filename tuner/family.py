@@ -1,7 +1,8 @@
 """Kernel families: what generic code needs to generate, launch, verify and record one kind of kernel.
 
 A family bundles its problem type (key, work, shapes, distance), its kernel template, its launch
-geometry, how `tuner.matmul` recognises its operands, and where its records go. The tunable
+geometry, how `tuner.matmul` recognises its operands, its reference and tolerance, the options of
+`tuner search` that ask for it, and where its records go. The tunable
 parameters, their domains, rules and heuristics are the space's (space.py), which every family of
 tiled products shares. A family registers itself by being a module of tuner/families that defines
 FAMILY: adding a family adds a module and its template, and changes nothing here.
@@ -18,6 +19,10 @@ from .problem import Problem
 
 
 DEFAULT = "matmul"  # the family of a product that asks for no other
+# Bounds on ||C - reference|| / ||reference|| by accumulation precision. Rounding in a k-term dot
+# product grows like sqrt(k) * eps (float32 eps 1.2e-7, float64 2.2e-16); these leave two orders
+# of magnitude for k up to 65536, while a missing or doubled tile errs by 1e-2 or more.
+TOLERANCE = {"float32": 1e-4, "float64": 1e-11}
 
 
 class Family:
@@ -57,6 +62,14 @@ class Family:
         """Host operands with entries uniform in [-1, 1]."""
         a_shape, b_shape, _ = problem.shapes
         return rng.uniform(-1, 1, a_shape).astype(dtype), rng.uniform(-1, 1, b_shape).astype(dtype)
+
+    def reference(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        """The float64 product a kernel's result is checked against."""
+        return np.matmul(A.astype(np.float64), B.astype(np.float64))
+
+    def tolerance(self, precision: Precision) -> float:
+        """The largest relative error (Frobenius norm) a correct kernel of `precision` may make."""
+        return TOLERANCE[precision.accumulate]
 
     def signature(self, precision: Precision) -> str:
         """The kernel's Numba signature for C-contiguous operands."""

@@ -17,10 +17,6 @@ from .record import Measurement
 from .runtime import Runtime
 from .space import Space
 
-# Bounds on ||C - reference|| / ||reference|| by accumulation precision. Rounding in a k-term dot
-# product grows like sqrt(k) * eps (float32 eps 1.2e-7, float64 2.2e-16); these leave two orders
-# of magnitude for k up to 65536, while a missing or doubled tile errs by 1e-2 or more.
-TOLERANCE = {"float32": 1e-4, "float64": 1e-11}
 
 @dataclass(frozen=True)
 class Protocol:
@@ -48,7 +44,7 @@ class Operands:
     @classmethod
     def fresh(cls, runtime: Runtime, space: Space, problem: Problem, seed: int) -> "Operands":
         A, B = space.family.random_operands(problem, np.random.default_rng(seed), space.precision.input)
-        reference = np.matmul(A.astype(np.float64), B.astype(np.float64))
+        reference = space.family.reference(A, B)
         return cls(runtime.module.to_device(A), runtime.module.to_device(B), reference)
 
 
@@ -126,7 +122,7 @@ def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, op
         return Measured(Measurement("compile", _first_line(error), clock=runtime.clock), phases=phases)
     phase("compile")
     try:
-        error, wrong = verify(runtime, kernel, operands, TOLERANCE[space.precision.accumulate])
+        error, wrong = verify(runtime, kernel, operands, space.family.tolerance(space.precision))
         phase("verify")
         if wrong:
             failed = Measurement("wrong", wrong, relative_error=error, clock=runtime.clock)
@@ -154,7 +150,7 @@ def verify_config(runtime: Runtime, space: Space, problem: Problem, config: Conf
         kernel = load(space, config, kernels)
         kernel.compile()
         operands = Operands.fresh(runtime, space, problem, seed=0)
-        _, wrong = verify(runtime, kernel, operands, TOLERANCE[space.precision.accumulate])
+        _, wrong = verify(runtime, kernel, operands, space.family.tolerance(space.precision))
     except OSError:
         raise  # the kernel directory or the disk, not the configuration
     except Exception as error:  # the configuration's failure, said in one line
