@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The whole tuner checked on a GPU machine, in parts that each fit one 10-minute device call.
 # From the repository root there, with .whl carried (bench/fetch_wheels.sh fills it here):
-#   bash bench/gpu_check.sh e2e $OUT     tuner devices; tuner search float32 and float64 at 4096^3
-#                                        and float32 at 1000^3; tuner list; bench/matmul_on_gpu.py
+# Each part starts with a preflight (a one-line kernel JIT-compiled and launched, the toolchain's
+# versions printed) and stops at once if that fails.
+#   bash bench/gpu_check.sh e2e $OUT     tuner devices; tuner search float32 and float64 at 4096^3,
+#                                        float32 at 1000^3 and a batch of 64 at 256^3; tuner list;
+#                                        bench/matmul_on_gpu.py
 #                                        (NumPy, Numba, CuPy against cuBLAS; first-call latency;
 #                                        dispatch); tuner regenerate after a simulated template
 #                                        change; tuner list
@@ -24,9 +27,11 @@ mkdir -p "$work/out"
 export PYTHONUNBUFFERED=1 PYTHONSAFEPATH=1 TUNER_CACHE_DIR="$work/out/cache" TUNER_KERNEL_DIR="$work/kernels"
 if [ "${SIMULATE:-0}" = 1 ]; then
   export NUMBA_ENABLE_CUDASIM=1
-  big=(32 32 32) odd=(24 20 18) simulate=(--simulate) trials=(--trials 2) shapes=(--shapes 16,16,16 13,17,9)
+  big=(32 32 32) odd=(24 20 18) batch=(--batch 2 --shape 16 16 16) simulate=(--simulate) trials=(--trials 2)
+  shapes=(--shapes 16,16,16 13,17,9)
 else
-  big=(4096 4096 4096) odd=(1000 1000 1000) simulate=() trials=(--trials 10) shapes=()
+  big=(4096 4096 4096) odd=(1000 1000 1000) batch=(--batch 64 --shape 256 256 256) simulate=() trials=(--trials 10)
+  shapes=()
 fi
 python=${PYTHON:-python3}
 
@@ -51,6 +56,33 @@ for name in ("numba-matmul-tuner", "numba", "numba-cuda", "numpy", "optuna", "ji
     try: print(name, m.version(name))
     except m.PackageNotFoundError: print(name, "missing")'
 
+# Preflight, first in every part: the toolchain must JIT and launch a kernel before any variant is
+# spent. numba-cuda needs libNVVM; without an nvidia-nvvm wheel, the system toolkit's is used.
+if [ "${SIMULATE:-0}" != 1 ] && [ -z "${CUDA_HOME:-}" ]; then
+  for toolkit in /usr/local/cuda /usr/local/cuda-*; do
+    if [ -d "$toolkit/nvvm" ]; then export CUDA_HOME=$toolkit; break; fi
+  done
+fi
+"$python" - <<'PY' || { echo "=== preflight failed: no kernel can be compiled and launched here; stopping"; exit 3; }
+import os
+import numpy as np
+from numba import cuda
+
+@cuda.jit
+def one(x):
+    x[0] = 1.0
+
+x = cuda.to_device(np.zeros(1, np.float32))
+one[1, 1](x)
+assert x.copy_to_host()[0] == 1.0, "the one-line kernel did not write"
+print("preflight: a kernel compiled and ran; CUDA_HOME", os.environ.get("CUDA_HOME", "unset"))
+if not cuda.is_available() or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+    raise SystemExit(0)
+from numba.cuda.cudadrv import driver, nvvm, runtime
+print("driver CUDA", driver.driver.get_version(), "runtime", runtime.runtime.get_version(),
+      "NVVM", nvvm.NVVM().get_version(), "device", cuda.get_current_device().name)
+PY
+
 case $part in
 e2e)
   step "$python" -m tuner devices --json
@@ -59,6 +91,7 @@ e2e)
   step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${big[@]}" --timeout 100 "${search_trials[@]}"
   step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float64 --shape "${big[@]}" --timeout 100 "${search_trials[@]}"
   step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${odd[@]}" --timeout 45 "${search_trials[@]}"
+  step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 "${batch[@]}" --timeout 30 "${search_trials[@]}"
   step "$python" -m tuner list
   step "$python" bench/matmul_on_gpu.py "$work/out/matmul" --shape "${big[@]}"
   # As after a template change: the float32 big record becomes one of this GPU under older templates,
