@@ -39,6 +39,31 @@ def test_stacks_match_numpy(dtype, rtol, a_shape, b_shape):
     assert C.dtype == dtype
 
 
+@pytest.mark.parametrize("a_shape, b_shape", [((0, 3, 4), (4, 5)), ((1, 3, 4), (0, 4, 5)), ((2, 0, 4), (2, 4, 5))])
+def test_empty_stacks_follow_numpy(a_shape, b_shape):
+    A, B = np.ones(a_shape, np.float32), np.ones(b_shape, np.float32)
+    assert tuner.matmul(A, B).shape == np.matmul(A, B).shape
+
+
+class _DeviceMatrix:
+    """What stack_of_one needs of a Numba device array (the real class needs a GPU's driver here)."""
+
+    def __init__(self, shape, strides, dtype, stream=0, gpu_data=None):
+        self.shape, self.strides, self.dtype, self.stream, self.gpu_data = shape, strides, dtype, stream, gpu_data
+
+    def is_c_contiguous(self):
+        return self.strides == (self.shape[1] * 4, 4)
+
+
+def test_a_transposed_device_matrix_becomes_a_stack_of_one_in_its_own_layout():
+    from tuner.arrays import stack_of_one
+
+    memory = object()
+    transposed = _DeviceMatrix((4, 3), (4, 16), np.float32, gpu_data=memory)  # F-ordered, as cupy_B.T is
+    stack = stack_of_one(transposed)
+    assert (stack.shape, stack.strides, stack.gpu_data) == ((1, 4, 3), (0, 4, 16), memory)
+
+
 def test_alpha_beta_and_out_on_a_stack():
     A, B, out = _stack(2, 7, 5), _stack(2, 5, 3, seed=1), _stack(2, 7, 3, seed=2)
     expected = 2 * np.matmul(A, B) - out

@@ -45,6 +45,13 @@ def test_a_format_1_record_from_before_a_parameter_existed_loads_with_its_neutra
     assert loaded.family == "matmul" and loaded.as_dict() == GOOD
 
 
+def test_a_zero_tile_size_is_a_broken_rule_not_a_crash(tmp_path):
+    path = cache.record_path(tmp_path, H100.slug, Problem(64, 64, 64).key)
+    path.parent.mkdir(parents=True)
+    path.write_text(_set("runners_up.0.config.thread_m", 0))
+    assert cache.read_record(path).valid_configs() == [Config()]
+
+
 def test_a_value_dropped_from_a_domain_loads_and_only_that_configuration_is_left_out(tmp_path):
     path = cache.record_path(tmp_path, H100.slug, Problem(64, 64, 64).key)
     path.parent.mkdir(parents=True)
@@ -57,6 +64,7 @@ HOSTILE = {
     "truncated": (json.dumps(GOOD)[:300], "unreadable"),
     "binary garbage": ("\x00\xff\xfe" * 10, "unreadable"),
     "a list, not an object": ("[1, 2, 3]", "not a tuner record of a known format (1, 2)"),
+    "true posing as format 1": (_set("format", True), "not a tuner record of a known format (1, 2)"),
     "a newer format": (_set("format", 3), "not a tuner record of a known format (1, 2)"),
     "another family": (_set("family", "conv2d"), "record.family must be one of matmul"),
     "code in a parameter": (_set("best.config.block_m", "__import__('os').system('touch pwned')"),

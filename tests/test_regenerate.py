@@ -18,7 +18,8 @@ from tuner.simulator import describe as describe_simulator
 HERE = describe_simulator("cuda")
 OLD_TEMPLATES = dataclasses.replace(HERE, software={**HERE.software, "templates": "0ld"})
 SMALL = Config(block_m=32, block_n=32, thread_m=2, thread_n=2)
-ELONGATED = Config(block_m=64, block_n=64, thread_m=8, thread_n=2)  # against a rule added "since"
+ELONGATED = Config(block_m=64, block_n=64, thread_m=8, thread_n=2)  # against a heuristic added "since"
+TOO_MANY_THREADS = Config(block_m=128, block_n=128, thread_m=1, thread_n=1)  # against a hard rule
 PROBLEM = Problem(16, 16, 16)
 
 
@@ -104,7 +105,7 @@ def test_configurations_left_queued_by_an_interrupted_run_are_still_re_verified(
 @pytest.mark.filterwarnings("ignore::tuner.UntunedWarning")
 def test_a_current_record_with_no_valid_configuration_is_re_tuned(tmp_path, capsys):
     cache.write_record(cache.record_path(tmp_path, HERE.slug, PROBLEM.key),
-                       make_record(HERE, PROBLEM, [(ELONGATED, 2.0)]))
+                       make_record(HERE, PROBLEM, [(TOO_MANY_THREADS, 2.0)]))
     with pytest.warns(tuner.SkippedRecordWarning, match="run: tuner regenerate --backend cuda --simulate"):
         assert not tuner.get_kernel(16, 16, 16, cache_dir=tmp_path).tuned
     assert _regenerate(tmp_path, "--trials", "1") == 0

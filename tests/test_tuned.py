@@ -114,10 +114,17 @@ def test_a_tuned_kernel_launches_on_device_arrays(cache_dir):
 
 
 def test_a_record_whose_best_is_no_longer_valid_serves_its_best_valid_runner_up(cache_dir):
-    elongated = Config(block_m=64, block_n=64, thread_m=8, thread_n=2)  # in the domains, against a rule
-    assert Space.of(CUDA, "float32").violations(elongated)
-    _store(cache_dir, HERE, Problem(16, 16, 16), [(elongated, 3.0), (SMALL, 2.0)])
+    too_many_threads = Config(block_m=128, block_n=128, thread_m=1, thread_n=1)  # in the domains, against a rule
+    assert Space.of(CUDA, "float32").broken_rules(too_many_threads)
+    _store(cache_dir, HERE, Problem(16, 16, 16), [(too_many_threads, 3.0), (SMALL, 2.0)])
     assert tuner.get_kernel(16, 16, 16).config == SMALL
+
+
+def test_a_measured_configuration_that_the_search_now_prunes_still_serves(cache_dir):
+    elongated = Config(block_m=64, block_n=64, thread_m=8, thread_n=2)  # it runs; the search skips it
+    assert Space.of(CUDA, "float32").pruned_by(elongated) and not Space.of(CUDA, "float32").broken_rules(elongated)
+    _store(cache_dir, HERE, Problem(16, 16, 16), [(elongated, 3.0), (SMALL, 2.0)])
+    assert tuner.get_kernel(16, 16, 16).config == elongated
 
 
 def test_bad_records_are_skipped_with_a_warning_naming_the_file(cache_dir):

@@ -145,6 +145,17 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta) -> Call:
     return Call(A, B, C, family, sizes, dtype, out, model, stream)
 
 
+def stack_of_one(matrix):
+    """A 2-D device array as a stack of one matrix, (1, m, n), viewing the same memory in the same
+    layout. Numba's reshape would give a transposed (F-ordered) matrix C strides, a wrong view, and
+    refuse a strided one; a view built from its own strides is right for both. The simulator's
+    arrays are NumPy's, whose reshape views or copies correctly."""
+    if matrix.is_c_contiguous() or not hasattr(matrix, "gpu_data"):
+        return matrix.reshape(1, *matrix.shape)
+    return type(matrix)((1, *matrix.shape), (0, *matrix.strides), matrix.dtype, stream=matrix.stream,
+                        gpu_data=matrix.gpu_data)
+
+
 def _representable(scalar, accumulate) -> bool:
     """Whether a real `scalar` stays what it is in the `accumulate` type: NaN and infinities do,
     finite values must not overflow to infinity."""

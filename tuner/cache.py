@@ -1,13 +1,15 @@
-"""The per-GPU cache: one human-readable JSON record per (fingerprint, dtype, shape).
+"""The per-GPU cache: one human-readable JSON record per (fingerprint, family, dtype, shape).
 
-Records live under <cache dir>/records/<backend>-<device>-<fingerprint>/<dtype>-<m>x<n>x<k>.json,
-and a record is read only at the path its own device and problem name: one moved or copied into
-another device's folder or another shape's file is refused, never used as tuned there. Records
-are written atomically (a temporary file, then a rename) under an exclusive lock, so a reader
-never sees half a record, and the temporary file of a writer killed mid-write is removed by the
-next writer. A record holds one study's measurements only: nothing read back from an older record
-is merged into a new one (a search re-measures the configurations of the record it replaces).
-Records measured for this project on real GPUs ship read-only in the repository's cache/.
+Records live under <cache dir>/records/<backend>-<device>-<fingerprint>/<stem>.json, the stem being
+the problem's key after its family's prefix (float32-<m>x<n>x<k> for a matmul, batched-
+float32-<b>x<m>x<n>x<k> for a stack; record.file_stem). A record is read only at the path its own
+device and problem name: one moved or copied into another device's folder or another shape's file is
+refused, never used as tuned there. Records are written atomically (a temporary file, then a rename)
+under an exclusive lock, so a reader never sees half a record, and the temporary file of a writer
+killed mid-write is removed by the next writer. A record holds one study's measurements only:
+nothing read back from an older record is merged into a new one (a search re-measures the
+configurations of the record it replaces). Records measured for this project on real GPUs ship read-
+only in the repository's cache/.
 """
 import contextlib
 import fcntl
@@ -137,7 +139,7 @@ def record_paths(root: Path) -> Iterator[Path]:
 
 
 def record_id(root: Path, path: Path) -> str:
-    """A record's name in `tuner list` and `tuner show`: <device dir>/<dtype>-<shape>."""
+    """A record's name in `tuner list` and `tuner show`: <device dir>/<file stem>."""
     return str(path.relative_to(root / "records").with_suffix(""))
 
 
@@ -147,7 +149,7 @@ class Stored:
 
     record: record.Record
     path: Path
-    id: str  # <device dir>/<dtype>-<shape>
+    id: str  # <device dir>/<file stem>
     shipped: bool  # from the project's read-only records rather than the user's cache
 
 

@@ -91,10 +91,6 @@ class Family:
         *_, m, n = tuple(c_shape)
         return (-(-n // config.block_n), -(-m // config.block_m))
 
-    def context(self, config: Config) -> dict:
-        """Template variables beyond the configuration's (none for this family)."""
-        return {}
-
     def add_arguments(self, parser) -> None:
         """The options of `tuner search` that ask for this family's problems (none: it is the default)."""
 
@@ -114,6 +110,9 @@ def families() -> dict[str, Family]:
 
     found = [importlib.import_module(f"{package.__name__}.{module.name}").FAMILY
              for module in pkgutil.iter_modules(package.__path__)]
+    for attribute in ("name", "record_prefix"):  # each family its own records: a forgotten override is caught here
+        values = [getattr(family, attribute) for family in found]
+        assert len(set(values)) == len(values), f"two kernel families share a {attribute}: {values}"
     return {family.name: family for family in sorted(found, key=lambda family: (family.name != DEFAULT, family.name))}
 
 

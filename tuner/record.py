@@ -2,9 +2,9 @@
 
 On disk a record is JSON that anyone could have edited. Loading migrates an older format up to
 the current one, checks every field for its type, range and known names (schema.py), then builds
-the types. A configuration may hold values today's space no longer accepts: the record still
-loads, and `valid_configs` leaves those out, so that `tuner regenerate` re-tunes the product
-instead of skipping the record. No kernel source is ever read from a record: kernels are rendered
+the types. A configuration may hold values that break today's rules: the record still loads, and
+`valid_configs` leaves those out, so that `tuner regenerate` re-tunes the product instead of
+skipping the record. No kernel source is ever read from a record: kernels are rendered
 from the installed templates.
 """
 from dataclasses import asdict, dataclass, fields
@@ -113,10 +113,11 @@ class Record:
         return f"{self.device.slug}/{file_stem(self.problem)}.json"
 
     def valid_configs(self) -> list[Config]:
-        """The ranked configurations that this version's space still accepts, best first. Its rules
-        are not part of the fingerprint, so a record can outlive them."""
+        """The ranked configurations that break no hard rule of this version's space, best first (its
+        rules are not part of the fingerprint, so a record can outlive them). A configuration that a
+        heuristic of the search prunes was measured and still runs, so it stays."""
         space = Space.of(BACKENDS[self.device.backend], self.problem.dtype, self.family)
-        return [config for config in self.configs if not space.violations(config)]
+        return [config for config in self.configs if not space.broken_rules(config)]
 
     def as_dict(self) -> dict:
         """The record as the current format writes it."""
@@ -137,7 +138,7 @@ class Record:
     @classmethod
     def from_dict(cls, data) -> "Record":
         """The record `data` holds, in any known format; RecordError saying what is wrong."""
-        if not isinstance(data, dict) or data.get("format") not in KNOWN_FORMATS:
+        if not isinstance(data, dict) or type(data.get("format")) is not int or data["format"] not in KNOWN_FORMATS:
             raise RecordError(f"not a tuner record of a known format ({', '.join(map(str, KNOWN_FORMATS))})")
         while data["format"] != FORMAT:
             data = MIGRATIONS[data["format"]](data)

@@ -60,7 +60,6 @@ def render(space: Space, config: Config, simulated: bool = False) -> str:
     precision = space.precision
     context = dict(
         config.as_dict(),
-        **space.family.context(config),
         template=space.family.template,
         params=list(config.as_dict().items()),
         backend=space.backend.name,

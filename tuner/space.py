@@ -127,7 +127,7 @@ class Space:
         """The hard rules `config` breaks, and the heuristics that prune it (none asked of a
         configuration without threads, which they cannot describe)."""
         broken = self.broken_rules(config)
-        return broken, [] if broken and not config.threads else self.pruned_by(config)
+        return broken, [] if broken else self.pruned_by(config)
 
     def broken_rules(self, config: Config) -> list[str]:
         """The hard rules `config` breaks: the backend's limits and features, and what the template

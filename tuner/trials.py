@@ -2,8 +2,9 @@
 
 Every suggestion is given its configuration (`suggest`) and becomes a finished trial, told once
 (`answer`) as one Kind, so the sampler learns from all of them:
-- invalid: never compiled; told 0 GFLOP/s with a constraint violation per broken rule; so is one
-  whose static ceiling is below half of the best seen, where it can be counted (ceiling.py);
+- invalid: never compiled; told 0 GFLOP/s with a constraint violation per hard rule it breaks
+  (its `reasons`) or heuristic that prunes it (its `pruned`); a static ceiling below half of the
+  best seen, where it can be counted (ceiling.py), is such a heuristic;
 - duplicate: already measured in the study; answered from that trial, not measured again;
 - measured: verified, then timed; a compile, launch or correctness failure is infeasible (a
   constraint), not an ignored FAIL trial.
@@ -32,7 +33,7 @@ class Kind(str, Enum):
     journal written so far)."""
 
     MEASURED = "measured"  # verified and timed; a failure is infeasible
-    INVALID = "invalid"  # broke a rule of the space, or its static ceiling ruled it out
+    INVALID = "invalid"  # broke a hard rule of the space, or a heuristic (its static ceiling, too) pruned it
     DUPLICATE = "duplicate"  # answered from the study's earlier measurement of its configuration
     SURPLUS = "surplus"  # asked for and not measured: the budget ran out, or the run ended first
 

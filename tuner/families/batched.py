@@ -1,8 +1,10 @@
 """The batched family: a stack of independent products, C[i] = alpha * A[i] @ B[i] + beta * C[i],
 in one launch with the batch on the grid's z axis, as np.matmul takes stacks: (b, m, k) @ (b, k, n),
 or one 2-D operand broadcast against a stack of the other."""
+import argparse
 from dataclasses import dataclass
 
+from ..arrays import stack_of_one
 from ..config import Config
 from ..family import Family
 from ..problem import Problem
@@ -37,10 +39,14 @@ class BatchedProblem(Problem):
         return f"--batch {self.batch} --shape {self.m} {self.n} {self.k}"
 
 
-def _positive(text: str) -> int:
-    value = int(text)
+def _batch(text: str) -> int:
+    """--batch's value: a positive integer, or argparse's one-line error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of products, not {text!r}") from None
     if value < 1:
-        raise ValueError(f"must be at least 1, not {value}")
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
 
 
@@ -66,13 +72,12 @@ class Batched(Family):
         if a_batch != b_batch and 1 not in (a_batch, b_batch):
             raise ValueError(f"A is a stack of {a_batch} matrices and B of {b_batch}: the stacks must be as long, or "
                              "one of them a single matrix, which is broadcast")
-        batch = max(a_batch, b_batch)
+        batch = a_batch if b_batch == 1 else b_batch  # NumPy's rule: a stack of one broadcasts, even to none
         return {"batch": batch, "m": m, "n": n, "k": k}, (batch, m, n)
 
     def kernel_operands(self, A, B):
         """A and B as stacks: a 2-D operand becomes a stack of one, which the kernel broadcasts."""
-        return tuple(operand.reshape(1, *operand.shape) if len(operand.shape) == 2 else operand
-                     for operand in (A, B))
+        return tuple(stack_of_one(operand) if len(operand.shape) == 2 else operand for operand in (A, B))
 
     def verification(self, config: Config, dtype: str) -> BatchedProblem:
         """Three products with edge tiles in every dimension and two k-tiles."""
@@ -97,7 +102,7 @@ class Batched(Family):
         return (-(-n // config.block_n), -(-m // config.block_m), batch)
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--batch", type=_positive, metavar="B",
+        parser.add_argument("--batch", type=_batch, metavar="B",
                             help="tune a stack of B products of --shape, in one launch (the batched family)")
 
     def chosen(self, args) -> bool:
