@@ -1,15 +1,15 @@
 """The per-GPU cache: one human-readable JSON record per (fingerprint, family, dtype, shape).
 
 Records live under <cache dir>/records/<backend>-<device>-<fingerprint>/<stem>.json, the stem being
-the problem's key after its family's prefix (float32-<m>x<n>x<k> for a matmul, batched-
-float32-<b>x<m>x<n>x<k> for a stack; record.file_stem). A record is read only at the path its own
+the problem's key after its family's prefix (float32-<m>x<n>x<k> for a matmul,
+batched-float32-<b>x<m>x<n>x<k> for a stack; record.file_stem). A record is read only at the path its own
 device and problem name: one moved or copied into another device's folder or another shape's file is
 refused, never used as tuned there. Records are written atomically (a temporary file, then a rename)
 under an exclusive lock, so a reader never sees half a record, and the temporary file of a writer
 killed mid-write is removed by the next writer. A record holds one study's measurements only:
 nothing read back from an older record is merged into a new one (a search re-measures the
-configurations of the record it replaces). Records measured for this project on real GPUs ship read-
-only in the repository's cache/.
+configurations of the record it replaces). Records measured for this project on real GPUs ship
+read-only in the repository's cache/.
 """
 import contextlib
 import fcntl
