@@ -141,3 +141,15 @@ def test_a_kernel_calling_the_wrapper_compiles_to_ptx_and_links_to_hmma_for_sm_9
     assert report["hmma"] == [expected]
     assert report["local_memory_instructions"] == 0 and report["calls"] == 0
     assert report["stack_bytes"] == 0 and report["spill_bytes"] == 0 and report["registers"] > 0
+
+
+def test_the_tensor_core_probe_verifies_a_tiled_gemm_through_the_emulation(tmp_path):
+    """bench/tensor_core_probe.py's kernel (four warps, edge tiles in M, N and K) on the simulator."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "tensor_core_probe.py"), str(tmp_path),
+                           "--shapes", "20,70,24"], capture_output=True, text=True,
+                          env=os.environ | {"NUMBA_ENABLE_CUDASIM": "1"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads((tmp_path / "tensor_core_probe.json").read_text())
+    probes = [row for row in result["rows"] if row["kernel"] == "mma.sync probe"]
+    assert result["simulator_dry_run"] and [row["mode"] for row in probes] == ["tf32", "float16"]
+    assert all(row["verified"] and row["relative_error"] > 0 for row in probes)
