@@ -10,9 +10,11 @@ arrays laid out as the PTX ISA's "Matrix Fragments for mma.m16n8k8 / mma.m16n8k1
 (`a_layout`, `b_layout`, `c_layout`): a of A's elements, b of B's, d of C's, updated in place.
 
 On a GPU the calls go to the CUDA C wrappers in templates/mma.cu (inline PTX), declared to Numba
-with the C ABI; kernels calling them need link-time optimisation (`cuda.jit(lto=True)`, or `cubin`
-here), which inlines the calls so the fragments stay in registers. On Numba's simulator, which cannot
-run CUDA C, `functions()` gives Python emulations with the same per-thread semantics.
+with the C ABI. Kernels calling them should be compiled with link-time optimisation
+(`cuda.jit(lto=True)`, or `cubin` here), which inlines the calls so the fragments stay in registers;
+without it (not tried: making PTX of the wrappers needs a driver) each call goes through local
+memory. On Numba's simulator, which cannot run CUDA C, `functions()` gives Python emulations with
+the same per-thread semantics.
 """
 from dataclasses import dataclass
 from functools import cache
