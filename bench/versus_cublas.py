@@ -5,8 +5,13 @@
 For each dtype and shape it times, with the search's protocol (device events, L2 flushed before
 each repetition, median):
 - the tuned kernel (`tuner.get_kernel`, from the cache present; untuned if none);
-- the flagship configuration of the dtype (`tuner.space.FLAGSHIPS`, the highest static ceiling);
-- cuBLAS through CuPy: strict FP32 (CuPy's TF32 stays off unless CUPY_TF32=1, recorded) and FP64;
+- the probe: named configurations rendered directly (PROBE), also where the search's heuristics
+  prune them: the default, the dtype's flagship (`tuner.space.FLAGSHIPS`, the highest static
+  ceiling), the flagship promising 2 blocks per SM in its launch bounds, and its 8x8 tile with
+  scalar (strided) fragments, fully unrolled;
+- cuBLAS through CuPy: strict FP32 (CUPY_TF32=0 and NVIDIA_TF32_OVERRIDE=0 are set before CuPy
+  loads, unless given, and recorded; a float32 cuBLAS row whose error against float64 exceeds
+  STRICT_FP32, as TF32's near 1e-3 would, is marked and makes the run exit 1) and FP64;
 - the seed's `fast_matmul` (TPB=16) and its naive kernel, from ../shared/seeds, with the bounds
   fixed only as far as the shapes need: the K loop runs over ceil(K/16) tiles instead of the
   grid's width, loads outside A or B read 0, and no thread returns before a barrier. As in the
@@ -26,6 +31,7 @@ import json
 import os
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -39,13 +45,26 @@ from tuner.devices import software
 from tuner.kernel import load
 from tuner.measure import GPU_PROTOCOL, Protocol, time_launch
 from tuner.runtime import detect_runtime
+from tuner.config import Config
 from tuner.space import FLAGSHIPS, Space
 
 SHAPES = ["1024,1024,1024", "4096,4096,4096", "8192,8192,8192", "1000,1000,1000", "4096,4096,128", "127,4099,513"]
 TPB = 16
-# Launches this slow (the seeds at large sizes) get three repetitions, not a stable median.
+# The seeds' launches, when this slow (at large sizes), get three repetitions, not a stable median.
 SLOW = Protocol(warmup_seconds=0.0, batch=3, max_reps=3, stable=1.0)
 SLOW_SECONDS = 0.02
+# The largest relative error of a float32 cuBLAS product that is strict FP32 (TF32 errs near 1e-3).
+STRICT_FP32 = 1e-5
+
+
+def probe(dtype: str) -> dict[str, Config]:
+    """The named configurations timed beside the tuned kernel, for `dtype`."""
+    flagship = FLAGSHIPS.get(dtype)
+    if flagship is None:
+        return {"default": Config()}
+    scalar = replace(flagship, vector_fragments=False, pad=1, min_blocks=0)
+    return {"default": Config(), "flagship": flagship, "flagship, 2 blocks per SM": replace(flagship, min_blocks=2),
+            "8x8 scalar fragments, full unroll": scalar}
 
 
 @functools.cache
@@ -82,8 +101,8 @@ def seed_kernels(dtype):
     return naive, fast_matmul
 
 
-def _timed(runtime, launch, seconds_guess: float) -> list[float]:
-    return time_launch(runtime, launch, SLOW if seconds_guess > SLOW_SECONDS else GPU_PROTOCOL)
+def _timed(runtime, launch, seconds_guess: float, seed: bool) -> list[float]:
+    return time_launch(runtime, launch, SLOW if seed and seconds_guess > SLOW_SECONDS else GPU_PROTOCOL)
 
 
 def _compare(runtime, cupy, dtype: str, shape: tuple[int, int, int]) -> list[dict]:
@@ -103,7 +122,7 @@ def _compare(runtime, cupy, dtype: str, shape: tuple[int, int, int]) -> list[dic
         result = C.copy_to_host() if hasattr(C, "copy_to_host") else cupy.asnumpy(C)
         error = float(np.linalg.norm(result.astype(np.float64) - reference) / np.linalg.norm(reference))
         first = runtime.elapsed(launch)
-        times = _timed(runtime, launch, first)
+        times = _timed(runtime, launch, first, seed=name.startswith("seed"))
         median = statistics.median(times)
         rows.append({"dtype": dtype, "shape": shape, "kernel": name, "seconds": median, "reps": len(times),
                      "times": times, "gflops": flops / median / 1e9, "relative_error": error, **extra})
@@ -112,14 +131,22 @@ def _compare(runtime, cupy, dtype: str, shape: tuple[int, int, int]) -> list[dic
     C = cuda.device_array((m, n), dtype)
     record("tuned", tuned.kernel.bind(dA, dB, C), C, config=tuned.config.as_dict(), tuned=tuned.tuned,
            tuned_for=tuned.tuned_for.key if tuned.tuned_for else None)
-    config = FLAGSHIPS.get(dtype)
-    if config is not None:
+    space = Space.of(CUDA, dtype)
+    for name, config in probe(dtype).items():
+        broken = space.broken_rules(config)
+        if broken:
+            print(f"probe {name!r} ({dtype}) not run: {broken[0]}", file=sys.stderr)
+            continue
         C = cuda.device_array((m, n), dtype)
-        record("flagship", load(Space.of(CUDA, dtype), config).bind(dA, dB, C), C, config=config.as_dict())
+        record(name, load(space, config).bind(dA, dB, C), C, config=config.as_dict(),
+               pruned_by=space.pruned_by(config))
     if cupy is not None:
         cA, cB = cupy.asarray(A), cupy.asarray(B)
         cC = cupy.empty((m, n), dtype)
-        record("cublas", lambda: cupy.matmul(cA, cB, out=cC), cC, tf32=os.environ.get("CUPY_TF32", "0"))
+        record("cublas", lambda: cupy.matmul(cA, cB, out=cC), cC,
+               tf32={name: os.environ.get(name) for name in ("CUPY_TF32", "NVIDIA_TF32_OVERRIDE")})
+        if dtype == "float32" and not runtime.simulated:
+            rows[-1]["strict_fp32"] = rows[-1]["relative_error"] <= STRICT_FP32
     naive, fast = seed_kernels(np.dtype(dtype).type)
     grid = ((m + TPB - 1) // TPB, (n + TPB - 1) // TPB)
     C = cuda.device_array((m, n), dtype)
@@ -143,6 +170,8 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=SHAPES, metavar="M,N,K")
     args = parser.parse_args()
     runtime = detect_runtime("cuda")
+    os.environ.setdefault("CUPY_TF32", "0")  # before CuPy loads: it reads them once
+    os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
     try:
         import cupy
     except ImportError:
@@ -155,14 +184,17 @@ def main() -> None:
               "protocol": {"default": GPU_PROTOCOL.__dict__, "slow": SLOW.__dict__}, "rows": rows}
     (args.outdir / BENCH_FILE).write_text(json.dumps(result, indent=2) + "\n")
     print(f"{runtime.device.name} [{runtime.device.fingerprint}], {runtime.clock}")
-    print(f"{'dtype':8} {'shape':16} {'kernel':17} {'GFLOP/s':>10} {'x cuBLAS':>9} {'x seed':>8} {'of peak':>8} "
+    print(f"{'dtype':8} {'shape':16} {'kernel':34} {'GFLOP/s':>10} {'x cuBLAS':>9} {'x seed':>8} {'of peak':>8} "
           f"{'error':>8}")
     for row in rows:
         def show(value, form):
             return format(value, form) if value is not None else "-"
-        print(f"{row['dtype']:8} {'x'.join(map(str, row['shape'])):16} {row['kernel']:17} {row['gflops']:10.4g} "
+        print(f"{row['dtype']:8} {'x'.join(map(str, row['shape'])):16} {row['kernel']:34} {row['gflops']:10.4g} "
               f"{show(row['ratio_to_cublas'], '9.3f')} {show(row['ratio_to_seed'], '8.2f')} "
-              f"{show(row['fraction_of_peak'], '8.1%')} {row['relative_error']:8.1e}")
+              f"{show(row['fraction_of_peak'], '8.1%')} {row['relative_error']:8.1e}"
+              + ("  NOT STRICT FP32" if row.get("strict_fp32") is False else ""))
+    if any(row.get("strict_fp32") is False for row in rows):
+        raise SystemExit(f"cuBLAS's float32 error exceeds {STRICT_FP32}: it did not run in strict FP32")
 
 
 if __name__ == "__main__":
