@@ -10,7 +10,10 @@
 #                                        dispatch); tuner regenerate after a simulated template
 #                                        change; tuner list
 #   bash bench/gpu_check.sh compare $OUT bench/versus_cublas.py: tuned kernels (from the records in
-#                                        cache/, so commit e2e's first) against cuBLAS and the seeds
+#                                        cache/, so commit e2e's first) and the probe's named
+#                                        configurations against strict-FP32 cuBLAS and the seeds;
+#                                        bench/tensor_core_probe.py: TF32 and FP16 mma.sync
+#                                        against cuBLAS in the same mode
 #   bash bench/gpu_check.sh sweep $OUT   bench/sweep.py, float32 4096^3, for SWEEP_BUDGET seconds
 #                                        (default 480), after the sweeps already in bench/data/
 # Writes $OUT/PART.log (every command with its exit status and output) and $OUT/PART.tar.gz (the
@@ -28,10 +31,10 @@ export PYTHONUNBUFFERED=1 PYTHONSAFEPATH=1 TUNER_CACHE_DIR="$work/out/cache" TUN
 if [ "${SIMULATE:-0}" = 1 ]; then
   export NUMBA_ENABLE_CUDASIM=1
   big=(32 32 32) odd=(24 20 18) batch=(--batch 2 --shape 16 16 16) simulate=(--simulate) trials=(--trials 2)
-  shapes=(--shapes 16,16,16 13,17,9)
+  shapes=(--shapes 16,16,16 13,17,9) tc_shapes=(--shapes 40,72,56)
 else
   big=(4096 4096 4096) odd=(1000 1000 1000) batch=(--batch 64 --shape 256 256 256) simulate=() trials=(--trials 10)
-  shapes=()
+  shapes=() tc_shapes=()
 fi
 python=${PYTHON:-python3}
 
@@ -118,6 +121,9 @@ PY
 compare)
   # The records committed to cache/ (e2e's), read as the user cache: the tuned kernels are theirs.
   TUNER_CACHE_DIR="$PWD/cache" step "$python" bench/versus_cublas.py "$work/out" "${shapes[@]}"
+  # Tensor cores through mma.sync (issue 21's wrappers), against cuBLAS in the same mode; a process
+  # of its own, since CuPy reads CUPY_TF32 once.
+  step "$python" bench/tensor_core_probe.py "$work/out/tensor_core" "${tc_shapes[@]}"
   ;;
 sweep)
   # Straight into $out, line by line, so a run cut short still returns what it measured.
