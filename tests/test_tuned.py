@@ -79,6 +79,17 @@ def test_a_record_under_other_software_that_fails_verification_here_is_not_used(
     assert not kernel.tuned and kernel.config != SMALL
 
 
+def test_under_other_software_a_runner_up_serves_when_the_best_fails_verification(cache_dir, monkeypatch):
+    monkeypatch.setattr("tuner.tuned.verify_config",
+                        lambda runtime, space, problem, config, kernels: "planted" if config == SMALL else "")
+    _store(cache_dir, OTHER_SOFTWARE, Problem(16, 16, 16), [(SMALL, 5.0), (LARGE, 4.0)])
+    with pytest.warns(tuner.OtherSoftwareWarning) as caught:
+        kernel = tuner.get_kernel(16, 16, 16)
+    assert kernel.config == LARGE and len(caught) == 2
+    assert "fails verification here (planted)" in str(caught[0].message)
+    assert "passed verification here" in str(caught[1].message)
+
+
 def test_this_fingerprint_is_preferred_to_a_nearer_shape_under_other_software(cache_dir):
     _store(cache_dir, OTHER_SOFTWARE, Problem(16, 16, 16), [(SMALL, 5.0)])
     here = _store(cache_dir, HERE, Problem(64, 64, 64), [(LARGE, 1.0)])

@@ -103,7 +103,7 @@ class Library:
     chosen: OrderedDict = field(default_factory=OrderedDict)  # Problem -> TunedKernel, most recent last
     compiled: dict = field(default_factory=dict)  # (Space, Config) -> Kernel
     warned: set = field(default_factory=set)  # (family, dtype) pairs warned about
-    verified: dict = field(default_factory=dict)  # record path -> whether it passed verification here
+    verified: dict = field(default_factory=dict)  # (record path, Config) -> whether it passed verification here
 
     @classmethod
     def load(cls, runtime: Runtime, root: Path) -> "Library":
@@ -115,8 +115,11 @@ class Library:
         for stored in catalog.select(model=device.model):
             valid = stored.record.valid_configs()
             if valid:
+                # Under other software each ranked configuration is a choice, tried in turn until one
+                # passes verification here; under this fingerprint the best is the choice.
                 other_software = stored.record.fingerprint != device.fingerprint
-                choices.append(Choice(stored.record.problem, stored.path, valid[0], stored.record, other_software))
+                choices += [Choice(stored.record.problem, stored.path, config, stored.record, other_software)
+                            for config in (valid if other_software else valid[:1])]
             elif stored.record.fingerprint == device.fingerprint:
                 skipped.append(f"{stored.path}: none of its configurations is valid in this version of tuner; "
                                f"run: tuner regenerate --backend {runtime.backend.name}{simulate}")
@@ -156,18 +159,20 @@ class Library:
 
     def _verified(self, space: Space, choice: Choice) -> bool:
         """Whether a configuration tuned under other software computes correctly here, checked once
-        on a product with edge tiles in every dimension; said once in a warning either way."""
-        if choice.path not in self.verified:
+        on a product with edge tiles in every dimension; said in a warning either way."""
+        key = (choice.path, choice.config)
+        if key not in self.verified:
             problem = space.family.verification(choice.config, space.precision.name)
             check = verify_config(self.runtime, space, problem, choice.config, self.kernels)
-            self.verified[choice.path] = not check
+            self.verified[key] = not check
             changes = ", ".join(software_changes(choice.record.device, self.runtime.device)) or "other versions"
             outcome = (f"it passed verification here, and runs as tuned; to re-time it: tuner regenerate --backend "
                        f"{self.runtime.backend.name}{' --simulate' if self.runtime.simulated else ''}"
                        if not check else f"it fails verification here ({check}), so it is not used")
             warnings.warn(f"tuner: {choice.path} was tuned for {choice.tuned_for.key} on this GPU model under other "
-                          f"software ({changes}); {outcome}", OtherSoftwareWarning, stacklevel=5)
-        return self.verified[choice.path]
+                          f"software ({changes}); its configuration {choice.config.describe()}: {outcome}",
+                          OtherSoftwareWarning, stacklevel=5)
+        return self.verified[key]
 
     def _compile(self, space: Space, config: Config) -> Kernel:
         key = (space, config)
