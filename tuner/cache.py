@@ -173,13 +173,12 @@ class Catalog:
         return cls(tuple(stored), tuple(skipped))
 
     def select(self, *, backend: str | None = None, fingerprint: str | None = None, model: dict | None = None,
-               family: str | None = None, dtype: str | None = None, problem=None) -> list[Stored]:
+               family: str | None = None, dtype: str | None = None) -> list[Stored]:
         """The records that match every criterion given: the device's backend, fingerprint or
-        hardware model (Device.model), the kernel family, the product's dtype, or the product."""
+        hardware model (Device.model), the kernel family, or the product's dtype."""
         return [found for found in self.stored
                 if (backend is None or found.record.device.backend == backend)
                 and (family is None or found.record.family == family)
                 and (fingerprint is None or found.record.fingerprint == fingerprint)
                 and (model is None or found.record.device.model == model)
-                and (dtype is None or found.record.problem.dtype == dtype)
-                and (problem is None or found.record.problem == problem)]
+                and (dtype is None or found.record.problem.dtype == dtype)]
