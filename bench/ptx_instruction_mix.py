@@ -82,7 +82,7 @@ def main():
             if with_sass:
                 sass = disassemble(cubin, ptxas_path())
                 run["sass_instructions"] = len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/", sass, re.M))
-                run["interior_k_tile"] = interior_k_tile(cubin, config)
+                run["interior_k_tile"] = interior_k_tile(cubin, space, config)
         run["in_space"] = space.violations(config) == []
         runs.append(run)
     command = "python bench/ptx_instruction_mix.py"

@@ -194,7 +194,6 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
     from pathlib import Path
 
     from .backends import get_backend
-    from .config import Config
     from .kernel import load
     from .resources import CountUnavailable, compile_ptx, count
     from .space import Space
@@ -202,7 +201,7 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
     space, start = Space.of(get_backend(backend), dtype, family), time.perf_counter()
     resources = None
     try:
-        config = Config(**config)
+        config = space.config_type(**config)
         if mode == "cache":
             load(space, config, Path(kernels)).compile()
         else:

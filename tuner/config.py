@@ -1,32 +1,20 @@
-"""The tunable parameters of one generated matmul kernel, and their stable identity."""
+"""The tunable parameters of one generated matmul kernel, and their stable identity: `Config` for
+kernels whose threads multiply on the CUDA cores, `WarpConfig` for tensor-core kernels, whose
+warps multiply through mma.sync."""
 from dataclasses import asdict, dataclass, fields
 
+from .dtypes import PRECISIONS
 
-@dataclass(frozen=True)
-class Config:
-    """One point of the search space: everything the template needs besides backend and dtype.
+WARP = 32  # threads of an NVIDIA warp, which issue one mma.sync together
 
-    A block of (block_m / thread_m) x (block_n / thread_n) threads computes a block_m x block_n
-    tile of C, stepping through K in tiles of block_k; each thread accumulates a
-    thread_m x thread_n register tile whose rows and columns are strided by the thread grid
-    (threads_m x threads_n), so neighbouring threads touch neighbouring elements.
-    """
 
-    block_m: int = 64
-    block_n: int = 64
-    block_k: int = 16
-    thread_m: int = 4
-    thread_n: int = 4
-    unroll_k: int = 4  # copies of the k-step per loop trip; block_k means fully unrolled
-    pad: int = 1  # extra elements per shared-memory row, against bank conflicts
-    transpose_a: bool = False  # keep the A tile k-major (block_k x block_m) in shared memory
-    prefetch: bool = True  # load the next k-tile into registers while computing this one
-    max_registers: int = 0  # per-thread register cap passed to the compiler; 0 leaves it free
-    # Each thread's fragments as groups of 4 contiguous rows and columns, read from shared memory as
-    # vectors (ld.shared.v4 for float32); False strides them by the thread grid, as before it existed.
-    vector_fragments: bool = False
-    min_blocks: int = 0  # blocks per SM promised in the launch bounds; 0 promises only the block size
-    double_buffer: bool = False  # two buffers of each shared tile: one barrier per k-tile instead of two
+class Tiling:
+    """What both kinds of configuration share: block tiles of C staged through shared memory in
+    k-tiles, copied by every thread of the block. Subclasses are frozen dataclasses with the fields
+    block_m, block_n, block_k, pad, transpose_a, prefetch and double_buffer, and say `threads`."""
+
+    max_registers = 0  # no register cap unless a subclass tunes one
+    min_blocks = 0  # launch bounds promise only the block size unless a subclass tunes more
 
     def __post_init__(self):
         for field in fields(self):
@@ -37,29 +25,9 @@ class Config:
                 raise TypeError(f"{field.name} must be an integer, not {value!r}")
 
     @property
-    def threads_m(self) -> int:
-        """Threads along the rows of the block tile."""
-        return self.block_m // self.thread_m
-
-    @property
-    def threads_n(self) -> int:
-        """Threads along the columns of the block tile."""
-        return self.block_n // self.thread_n
-
-    @property
     def threads(self) -> int:
         """Threads per block."""
-        return self.threads_m * self.threads_n
-
-    @property
-    def fragment_rows(self) -> list[int]:
-        """Offsets of this thread's rows from its first one, within the block tile."""
-        return _fragment_offsets(self.thread_m, self.threads_m, self.vector_fragments)
-
-    @property
-    def fragment_cols(self) -> list[int]:
-        """Offsets of this thread's columns from its first one, within the block tile."""
-        return _fragment_offsets(self.thread_n, self.threads_n, self.vector_fragments)
+        raise NotImplementedError
 
     @property
     def a_tile_shape(self) -> tuple[int, int]:
@@ -90,6 +58,96 @@ class Config:
         return [field.name for field in fields(cls)]
 
 
+@dataclass(frozen=True)
+class Config(Tiling):
+    """One point of the search space: everything the template needs besides backend and dtype.
+
+    A block of (block_m / thread_m) x (block_n / thread_n) threads computes a block_m x block_n
+    tile of C, stepping through K in tiles of block_k; each thread accumulates a
+    thread_m x thread_n register tile whose rows and columns are strided by the thread grid
+    (threads_m x threads_n), so neighbouring threads touch neighbouring elements.
+    """
+
+    block_m: int = 64
+    block_n: int = 64
+    block_k: int = 16
+    thread_m: int = 4
+    thread_n: int = 4
+    unroll_k: int = 4  # copies of the k-step per loop trip; block_k means fully unrolled
+    pad: int = 1  # extra elements per shared-memory row, against bank conflicts
+    transpose_a: bool = False  # keep the A tile k-major (block_k x block_m) in shared memory
+    prefetch: bool = True  # load the next k-tile into registers while computing this one
+    max_registers: int = 0  # per-thread register cap passed to the compiler; 0 leaves it free
+    # Each thread's fragments as groups of 4 contiguous rows and columns, read from shared memory as
+    # vectors (ld.shared.v4 for float32); False strides them by the thread grid, as before it existed.
+    vector_fragments: bool = False
+    min_blocks: int = 0  # blocks per SM promised in the launch bounds; 0 promises only the block size
+    double_buffer: bool = False  # two buffers of each shared tile: one barrier per k-tile instead of two
+
+    @property
+    def threads_m(self) -> int:
+        """Threads along the rows of the block tile."""
+        return self.block_m // self.thread_m
+
+    @property
+    def threads_n(self) -> int:
+        """Threads along the columns of the block tile."""
+        return self.block_n // self.thread_n
+
+    @property
+    def threads(self) -> int:
+        """Threads per block."""
+        return self.threads_m * self.threads_n
+
+    @property
+    def fragment_rows(self) -> list[int]:
+        """Offsets of this thread's rows from its first one, within the block tile."""
+        return _fragment_offsets(self.thread_m, self.threads_m, self.vector_fragments)
+
+    @property
+    def fragment_cols(self) -> list[int]:
+        """Offsets of this thread's columns from its first one, within the block tile."""
+        return _fragment_offsets(self.thread_n, self.threads_n, self.vector_fragments)
+
+
+@dataclass(frozen=True)
+class WarpConfig(Tiling):
+    """One point of the tensor-core space: each warp computes a warp_m x warp_n tile of the
+    block_m x block_n block tile from mma.sync fragments (m16n8 each) read out of the shared tiles,
+    so a block has (block_m / warp_m) x (block_n / warp_n) warps; the k-tile is block_k deep."""
+
+    block_m: int = 64
+    block_n: int = 64
+    block_k: int = 16
+    warp_m: int = 32
+    warp_n: int = 32
+    pad: int = 4  # extra elements per shared-memory row: 4 spreads a fragment's rows over the banks
+    transpose_a: bool = False
+    prefetch: bool = True
+    double_buffer: bool = False
+
+    @property
+    def warps_m(self) -> int:
+        """Warps along the rows of the block tile."""
+        return self.block_m // self.warp_m
+
+    @property
+    def warps_n(self) -> int:
+        """Warps along the columns of the block tile."""
+        return self.block_n // self.warp_n
+
+    @property
+    def threads(self) -> int:
+        """Threads per block: a warp per warp tile."""
+        return WARP * self.warps_m * self.warps_n
+
+
+def config_type(dtype: str) -> type[Tiling]:
+    """The configuration class of the precision called `dtype`: WarpConfig where it runs on the
+    tensor cores, else Config."""
+    return WarpConfig if PRECISIONS[dtype].tensor_cores else Config
+
+
 VECTOR = 4  # elements in one group of contiguous fragment rows or columns
 
 
@@ -106,13 +164,15 @@ def format_value(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def parse_assignments(assignments: list[str], base: Config | None = None) -> Config:
-    """Build a Config from NAME=VALUE strings, starting from `base` (the default config).
+def parse_assignments(assignments: list[str], base: Tiling | None = None) -> Tiling:
+    """Build a configuration from NAME=VALUE strings, starting from `base` (by default Config()),
+    of its class.
 
     Raises ValueError with a one-line message naming the valid names or values.
     """
-    values = (base or Config()).as_dict()
-    kinds = {field.name: field.type for field in fields(Config)}
+    base = base or Config()
+    values = base.as_dict()
+    kinds = {field.name: field.type for field in fields(base)}
     for assignment in assignments:
         name, sep, text = assignment.partition("=")
         if not sep:
@@ -129,4 +189,4 @@ def parse_assignments(assignments: list[str], base: Config | None = None) -> Con
                 values[name] = int(text)
             except ValueError:
                 raise ValueError(f"{name} must be an integer, not {text!r}") from None
-    return Config(**values)
+    return type(base)(**values)

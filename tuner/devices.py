@@ -82,9 +82,10 @@ class Device:
         """The device an as_dict() description (as a cache record holds it) describes."""
         return cls(**{name: value for name, value in description.items() if name != "fingerprint"})
 
-    def peak(self, accumulate: str) -> float | None:
-        """Nominal peak GFLOP/s of multiply-adds in `accumulate` precision, if known."""
-        return self.peak_gflops.get(accumulate)
+    def peak(self, units: str) -> float | None:
+        """Nominal peak GFLOP/s of the arithmetic `units` (Precision.units), if known: the CUDA
+        cores' float32 and float64 rates; none for the tensor cores."""
+        return self.peak_gflops.get(units)
 
 
 def software_changes(old: Device, new: Device) -> list[str]:

@@ -135,7 +135,7 @@ def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, op
     seconds = statistics.median(times)
     deciles = statistics.quantiles(times, n=10) if len(times) > 1 else [seconds] * 9
     gflops = problem.flops / seconds / 1e9
-    peak = None if runtime.simulated else runtime.device.peak(space.precision.accumulate)
+    peak = None if runtime.simulated else runtime.device.peak(space.precision.units)
     return Measured(Measurement(
         "ok", relative_error=error, seconds=seconds, spread=(deciles[-1] - deciles[0]) / seconds,
         reps=len(times), gflops=gflops, fraction_of_peak=gflops / peak if peak else None,

@@ -40,6 +40,11 @@ class Shape:
     symbol: str  # the function in templates/mma.cu
 
     @property
+    def packed(self) -> int:
+        """Elements of A or B in one 32-bit register: consecutive k of a fragment (2 for float16)."""
+        return 4 // np.dtype(self.dtype).itemsize
+
+    @property
     def a_count(self) -> int:
         return self.m * self.k // 32
 

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 
 from .backends import BACKENDS
-from .config import Config
+from .config import Config, Tiling, WarpConfig, config_type
 from .devices import Device
 from .dtypes import PRECISIONS
 from .family import families, get_family
@@ -52,7 +52,7 @@ class Entry:
     """One ranked configuration of a record, with the trial that measured it."""
 
     trial: int
-    config: Config
+    config: Tiling
     measurement: Measurement
 
     def as_dict(self) -> dict:
@@ -103,7 +103,7 @@ class Record:
         return self.ranked[1:]
 
     @property
-    def configs(self) -> list[Config]:
+    def configs(self) -> list[Tiling]:
         """The ranked configurations, best first."""
         return [entry.config for entry in self.ranked]
 
@@ -112,7 +112,7 @@ class Record:
         """Where the record belongs under records/: its device's folder and its product's file."""
         return f"{self.device.slug}/{file_stem(self.problem)}.json"
 
-    def valid_configs(self) -> list[Config]:
+    def valid_configs(self) -> list[Tiling]:
         """The ranked configurations that break no hard rule of this version's space, best first (its
         rules are not part of the fingerprint, so a record can outlive them). A configuration that a
         heuristic of the search prunes was measured and still runs, so it stays."""
@@ -149,10 +149,10 @@ class Record:
         device = Device.from_dict(data["device"])
         if data["fingerprint"] != device.fingerprint or data["device"]["fingerprint"] != device.fingerprint:
             raise RecordError("fingerprint does not match the device it describes")
-        if data["problem"]["dtype"] not in BACKENDS[device.backend].dtypes:
+        if data["problem"]["dtype"] not in BACKENDS[device.backend].precisions():
             raise RecordError(f"dtype {data['problem']['dtype']} is not one of the {device.backend} backend's")
         return cls(device, get_family(data["family"]).problem(**data["problem"]), data["clock"],
-                   tuple(_entry(entry) for entry in (data["best"], *data["runners_up"])),
+                   tuple(_entry(entry, data["problem"]["dtype"]) for entry in (data["best"], *data["runners_up"])),
                    Budget(**data["budget"]), data["searched"]["started"], data["searched"]["finished"],
                    dict(data["study"]))
 
@@ -171,8 +171,11 @@ def _problem_schema(problem: type) -> dict:
     return {**{name: Count(1, MAX_DIMENSION) for name in problem.dimensions()}, "dtype": OneOf(PRECISIONS)}
 
 
-def _entry(data: dict) -> Entry:
-    return Entry(data["trial"], Config(**data["config"]), Measurement(**data["measurement"]))
+def _entry(data: dict, dtype: str) -> Entry:
+    kind = config_type(dtype)
+    if set(data["config"]) != set(kind.names()):
+        raise RecordError(f"a {dtype} record's configurations have the parameters {', '.join(kind.names())}")
+    return Entry(data["trial"], kind(**data["config"]), Measurement(**data["measurement"]))
 
 
 def make(device: Device, problem: Problem, clock: str, ranked: list[Entry], budget: Budget,
@@ -209,15 +212,17 @@ KNOWN_FORMATS = (*MIGRATIONS, FORMAT)
 
 
 class Parameters:
-    """A configuration: every parameter of Config, with a value of its type. A value outside
-    today's domain passes here; whether the space still accepts it is the space's to say."""
+    """A configuration: every parameter of Config (of WarpConfig, where it has warp tiles), with a
+    value of its type. A value outside today's domain passes here; whether the space still accepts
+    it is the space's to say, and whether its class is its dtype's is the record's."""
 
     def __init__(self):
-        self.fields = {field.name: OneOf((False, True)) if field.type is bool else Count(0, 1 << 20)
-                       for field in fields(Config)}
+        self.fields = {kind: {field.name: OneOf((False, True)) if field.type is bool else Count(0, 1 << 20)
+                              for field in fields(kind)} for kind in (Config, WarpConfig)}
 
     def __call__(self, value, where: str) -> str:
-        return check(value, self.fields, where)
+        kind = WarpConfig if isinstance(value, dict) and "warp_m" in value else Config
+        return check(value, self.fields[kind], where)
 
 
 DEVICE = {

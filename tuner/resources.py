@@ -1,9 +1,11 @@
 """Static resource counts of a generated CUDA kernel, without a GPU.
 
 The kernel is compiled to PTX by numba.cuda.compile_ptx, then assembled by ptxas -v, which
-reports registers per thread, stack frame, spill bytes and shared memory. Where nvdisasm is
-installed, the SASS gives the share of multiply-adds among the instructions one interior k-tile
-issues (tuner/sass.py): the kernel's static ceiling, as a fraction of the FP32 (FP64) peak.
+reports registers per thread, stack frame, spill bytes and shared memory; a tensor-core kernel is
+compiled to LTO-IR and linked with the mma wrappers by nvJitLink instead (tuner/mma.py), whose log
+reports the same. Where nvdisasm is installed, the SASS gives the share of multiply-adds (FFMA,
+DFMA, or HMMA on the tensor cores) among the instructions one interior k-tile issues
+(tuner/sass.py): the kernel's static ceiling, as a fraction of its units' peak.
 """
 import importlib.util
 import re
@@ -15,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import sass, simulator
-from .config import Config
+from .config import Tiling
 from .kernel import import_source
 from .source import launch_bounds_of, render
 from .space import Space
@@ -29,8 +31,9 @@ class CountUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Resources:
-    """What ptxas reports for one kernel, how long compiling took, and the FMA share of one
-    interior k-tile's SASS (None, with the reason, where it cannot be counted)."""
+    """What ptxas reports for one kernel, how long compiling took, and the multiply-adds of one
+    interior k-tile's SASS and their share of its instructions (None, with the reason, where they
+    cannot be counted). `ptxas_seconds` is 0 for a tensor-core kernel: linking includes it."""
 
     registers: int
     stack_bytes: int
@@ -41,6 +44,7 @@ class Resources:
     ptxas_seconds: float = 0.0
     fma_fraction: float | None = None
     fma_fraction_missing: str = ""
+    k_tile_multiply_adds: float | None = None  # FFMA/DFMA (HMMA) one interior k-tile issues per thread (warp)
 
     @property
     def compile_seconds(self) -> float:
@@ -73,20 +77,25 @@ def ptxas_path() -> str:
     return found
 
 
-def compile_ptx(space: Space, config: Config, arch: tuple[int, int] = ARCH,
-                directory: Path | None = None) -> tuple[str, float]:
-    """The PTX of `config`'s kernel for `arch` (its file in the kernel `directory`, by default
-    kernel_dir()), and the seconds compile_ptx took."""
+def _kernel_function(space: Space, config: Tiling, directory: Path | None):
+    """The Python function of `config`'s kernel, for Numba's compiler (not the simulator)."""
     if not space.backend.counts_resources:
         raise CountUnavailable(f"no static count exists for {space.backend.name}: the resource counts and "
                                 "fma_fraction come from PTX, ptxas and nvdisasm, which are NVIDIA's")
     if simulator.simulating():
         raise CountUnavailable("the resource counts need Numba's compiler: unset NUMBA_ENABLE_CUDASIM")
+    return import_source(render(space, config), space.backend.module, directory).matmul.py_func
+
+
+def compile_ptx(space: Space, config: Tiling, arch: tuple[int, int] = ARCH,
+                directory: Path | None = None) -> tuple[str, float]:
+    """The PTX of `config`'s kernel for `arch` (its file in the kernel `directory`, by default
+    kernel_dir()), and the seconds compile_ptx took."""
     from numba import cuda
 
-    module = import_source(render(space, config), space.backend.module, directory)
+    function = _kernel_function(space, config, directory)
     start = time.perf_counter()
-    ptx, _ = cuda.compile_ptx(module.matmul.py_func, space.family.signature(space.precision), cc=arch,
+    ptx, _ = cuda.compile_ptx(function, space.family.signature(space.precision), cc=arch,
                               launch_bounds=launch_bounds_of(space, config))
     return ptx, time.perf_counter() - start
 
@@ -126,24 +135,42 @@ def parse_ptxas(ptxas_output: str, ptx_seconds: float, **counts) -> Resources:
     )
 
 
-def interior_k_tile(cubin: Path, config: Config) -> dict:
+def interior_k_tile(cubin: Path, space: Space, config: Tiling) -> dict:
     """What one k-tile of an interior block issues (tuner/sass.py), from the assembled kernel."""
-    return sass.k_tile_path(sass.disassemble(cubin, ptxas_path()), config.thread_m * config.thread_n * config.block_k,
+    return sass.k_tile_path(sass.disassemble(cubin, ptxas_path()), space.multiply_adds(config),
                             sum(config.loads_per_thread))
 
 
-def count(space: Space, config: Config, arch: tuple[int, int] = ARCH, directory: Path | None = None) -> Resources:
-    """Registers, stack, spills, shared memory, compile time and FMA share of `config`'s kernel
-    as compiled for `arch` (its file in the kernel `directory`, by default kernel_dir())."""
-    ptx, seconds = compile_ptx(space, config, arch, directory)
+def _link(space: Space, config: Tiling, arch: tuple[int, int], directory: Path | None,
+          cubin: Path) -> tuple[str, float]:
+    """A tensor-core kernel compiled and linked with the mma wrappers into `cubin`: nvJitLink's
+    log (ptxas's report) and the seconds it all took."""
+    from .mma import cubin
+
+    function = _kernel_function(space, config, directory)
+    start = time.perf_counter()
+    code, log = cubin(function, space.family.signature(space.precision), arch, launch_bounds_of(space, config))
+    cubin.write_bytes(code)
+    return log, time.perf_counter() - start
+
+
+def count(space: Space, config: Tiling, arch: tuple[int, int] = ARCH, directory: Path | None = None) -> Resources:
+    """Registers, stack, spills, shared memory, compile time and multiply-add share of `config`'s
+    kernel as compiled for `arch` (its file in the kernel `directory`, by default kernel_dir())."""
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp, "kernel.cubin")
-        start = time.perf_counter()
-        output = assemble(ptx, arch, config.max_registers, cubin)
-        counts = {"ptxas_seconds": time.perf_counter() - start}
+        if space.precision.tensor_cores:
+            output, seconds = _link(space, config, arch, directory, cubin)
+            counts = {}
+        else:
+            ptx, seconds = compile_ptx(space, config, arch, directory)
+            start = time.perf_counter()
+            output = assemble(ptx, arch, config.max_registers, cubin)
+            counts = {"ptxas_seconds": time.perf_counter() - start}
         try:
-            path = interior_k_tile(cubin, config)
+            path = interior_k_tile(cubin, space, config)
             counts["fma_fraction"] = round(path["multiply_adds"] / path["issued"], 4)
+            counts["k_tile_multiply_adds"] = path["multiply_adds"]
         except (sass.NoDisassembler, ValueError) as missing:
             counts["fma_fraction_missing"] = str(missing)
     return parse_ptxas(output, seconds, **counts)

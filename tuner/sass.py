@@ -2,9 +2,10 @@
 
 ptxas assembles the PTX into a cubin (tuner/resources.py) and nvdisasm (pip install
 nvidia-cuda-nvdisasm) prints its SASS. The k-tile loop is the backward branch whose body holds
-the most FFMA/DFMA. Inside it, the path of an interior block is the cheapest way through the loop body that still
-issues every global load of the tile: bounds-checked loads sit in branches that skip them, and
-a path skipping loads is an edge block. Instructions inside an inner loop (the rolled k loop)
+the most multiply-adds (FFMA/DFMA, or HMMA: one tensor-core mma each). Inside it, the path of an
+interior block is the cheapest way through the loop body that still issues every global load of
+the tile: bounds-checked loads sit in branches that skip them, and a path skipping loads is an
+edge block. Instructions inside an inner loop (the rolled k loop)
 count once per trip, the trips being whatever gives the tile's multiply-adds. This is a static
 count of issued instructions, with no latencies: a bound, not a timing.
 """
@@ -16,7 +17,12 @@ from pathlib import Path
 LINE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);", re.M)
 LABEL = re.compile(r"^(\.L_x_\d+):", re.M)
 TARGET = re.compile(r"`\((\.L_x_\d+)\)")
-MULTIPLY_ADD = ("FFMA", "DFMA", "HFMA2")
+MULTIPLY_ADD = ("FFMA", "DFMA", "HFMA2", "HMMA")
+
+
+def _multiply_add(opcode: str) -> bool:
+    """Whether an opcode (with its modifiers, as HMMA.1688.F32.TF32) is a multiply-add."""
+    return opcode.split(".")[0] in MULTIPLY_ADD
 
 
 class NoDisassembler(FileNotFoundError):
@@ -59,13 +65,13 @@ def k_tile_path(sass: str, multiply_adds: int, loads: int) -> dict:
                   and labels[t] <= i]
 
     def fmas(lo, hi):
-        return sum(instructions[j][0] in MULTIPLY_ADD for j in range(lo, hi + 1))
+        return sum(_multiply_add(instructions[j][0]) for j in range(lo, hi + 1))
 
     head, end = max(back_edges, key=lambda e: (fmas(*e), e[1] - e[0]))
     inner = [(lo, hi) for lo, hi in back_edges if head <= lo and hi < end]
     in_inner = [any(lo <= j <= hi for lo, hi in inner) for j in range(len(instructions))]
-    outside = sum(instructions[j][0] in MULTIPLY_ADD for j in range(head, end + 1) if not in_inner[j])
-    inside = sum(instructions[j][0] in MULTIPLY_ADD for j in range(head, end + 1) if in_inner[j])
+    outside = sum(_multiply_add(instructions[j][0]) for j in range(head, end + 1) if not in_inner[j])
+    inside = sum(_multiply_add(instructions[j][0]) for j in range(head, end + 1) if in_inner[j])
     trips = (multiply_adds - outside) / inside if inside else 1.0
 
     # Cheapest (weighted) path from the loop head to its back edge issuing at least `loads` LDGs.
@@ -99,7 +105,7 @@ def k_tile_path(sass: str, multiply_adds: int, loads: int) -> dict:
         raise ValueError("no path through the k-tile loop issues every load")
     cost, ops = min(finals, key=lambda s: s[0])
     ops = {op: round(n, 2) for op, n in sorted(ops.items(), key=lambda item: -item[1])}
-    fma = sum(n for op, n in ops.items() if op in MULTIPLY_ADD)
+    fma = sum(n for op, n in ops.items() if _multiply_add(op))
     shared = sum(n for op, n in ops.items() if op.startswith("LDS"))
     return {"issued": round(cost, 2), "multiply_adds": round(fma, 2), "inner_trips": round(trips, 2),
             "issued_per_multiply_add": round(cost / fma, 3), "shared_loads": round(shared, 2),

@@ -19,7 +19,7 @@ from optuna.trial import TrialState
 from . import cache, record
 from .ceiling import Ceilings, why_not_measure
 from .compile_ahead import CompileAheadFailed, CompilePool
-from .config import Config
+from .config import Tiling
 from .kernel import kernel_dir, private_dir
 from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measured, Operands, measure
 from .problem import Problem
@@ -84,7 +84,7 @@ class Search:
         domains = self.space.domains()
 
         def valid(values: tuple) -> bool:
-            return not self.space.violations(Config(**dict(zip(domains, values))))
+            return not self.space.violations(self.space.config_type(**dict(zip(domains, values))))
 
         self.study.sampler = make_sampler(
             sampler, (seed + len(self.study.trials) + zlib.crc32(worker_name().encode())) % 2**32, domains, valid)
@@ -109,13 +109,13 @@ class Search:
                 if trial.user_attrs.get("ceiling") is not None]
         self.best_ceiling = max(seen, default=None)
 
-    def enqueue(self, configs: list[Config]) -> list[Config]:
+    def enqueue(self, configs: list[Tiling]) -> list[Tiling]:
         """Queue the configurations the study has neither measured, claimed nor queued; those
         queued (SharedStorage.enqueue)."""
         queued = self.shared.enqueue(self.study, [config.as_dict() for config in configs])
-        return [Config(**params) for params in queued]
+        return [self.space.config_type(**params) for params in queued]
 
-    def warm_start(self) -> list[Config]:
+    def warm_start(self) -> list[Tiling]:
         """Queue the known-good configurations (see warm_start_configs)."""
         return self.enqueue(warm_start_configs(self.space, self.root, self.runtime, self.problem))
 
@@ -123,7 +123,7 @@ class Search:
         """Trials waiting in the study's queue."""
         return len(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
-    def measured(self, config: Config):
+    def measured(self, config: Tiling):
         """The study's finished trial that measured `config`, if any."""
         return self.history.get(config_key(config.as_dict()))
 
@@ -210,7 +210,7 @@ class Search:
             self._asked[trial.number] = trial
             self.shared.sign(trial)
         params = suggest(trial, self.space.domains())
-        config, key = Config(**params), config_key(params)
+        config, key = self.space.config_type(**params), config_key(params)
         broken, pruned = self.space.reasons(config)
         if broken or pruned:
             self._tell_invalid(trial, len(broken) + len(pruned), outcome, broken, pruned)
@@ -221,7 +221,7 @@ class Search:
             if pool:
                 pool.submit(key, params)
 
-    def _measure(self, trial, config: Config, key: str, operands: Operands, outcome: Outcome,
+    def _measure(self, trial, config: Tiling, key: str, operands: Operands, outcome: Outcome,
                  pool: CompilePool | None) -> record.Measurement:
         """Measure the claimed `trial` (compiled ahead by `pool`, if any) and tell the study."""
         compiled = pool.result(key) if pool else None
@@ -262,7 +262,7 @@ class Search:
         outcome.invalid += 1
         outcome.unmeasured_in_a_row += 1
 
-    def _below_ceiling(self, trial, config: Config, outcome: Outcome) -> bool:
+    def _below_ceiling(self, trial, config: Tiling, outcome: Outcome) -> bool:
         """Whether `config`'s static ceiling rules it out (ceiling.py), told as invalid with the
         reason. Its ceiling joins the study's as a trial attribute either way."""
         ceiling = self.ceilings.of(config) if self.ceilings else None

@@ -4,7 +4,7 @@ from importlib.resources import files
 
 import jinja2
 
-from .config import VECTOR, Config
+from .config import VECTOR, Config, Tiling, WarpConfig
 from .space import Space
 
 SHARED_ALIGNMENT = 16  # bytes: what a 16-byte vector load from shared memory needs
@@ -27,9 +27,11 @@ def _tile_loads(threads: int, rows: int, cols: int) -> list[tuple[int, int]]:
     return [divmod(load * threads, cols) for load in range(rows * cols // threads)]
 
 
-def jit_options(space: Space, config: Config) -> str:
-    """The keyword arguments of the kernel's jit decorator."""
-    options = ["cache=True"]
+def jit_options(space: Space, config: Tiling, simulated: bool = False) -> str:
+    """The keyword arguments of the kernel's jit decorator. A tensor-core kernel is linked with
+    the mma wrappers by link-time optimisation, which inlines them (the simulator takes no `lto`),
+    and is not cached on disk: Numba cannot pickle a kernel with linked code."""
+    options = ["cache=True"] if not space.precision.tensor_cores else [] if simulated else ["lto=True"]
     launch_bounds = launch_bounds_of(space, config)
     if launch_bounds:
         options.append(f"launch_bounds={launch_bounds}")
@@ -38,7 +40,7 @@ def jit_options(space: Space, config: Config) -> str:
     return ", ".join(options)
 
 
-def launch_bounds_of(space: Space, config: Config) -> int | tuple[int, int] | None:
+def launch_bounds_of(space: Space, config: Tiling) -> int | tuple[int, int] | None:
     """Threads per block to promise the compiler, with the blocks per SM where min_blocks asks
     for them, where the backend takes launch bounds.
 
@@ -49,14 +51,31 @@ def launch_bounds_of(space: Space, config: Config) -> int | tuple[int, int] | No
     return None
 
 
-def render(space: Space, config: Config, simulated: bool = False) -> str:
-    """The kernel source for `config`, which must break no hard rule of `space` (checked here);
-    a configuration the search's heuristics prune still renders.
+def _thread_tiles(config: Config, simulated: bool) -> dict:
+    """What the template needs of threads that multiply register tiles on the CUDA cores.
+    `simulated` drops the shared arrays' alignment, which Numba's simulator refuses."""
+    return dict(mma="", threads_m=config.threads_m, threads_n=config.threads_n, fragment_rows=config.fragment_rows,
+                fragment_cols=config.fragment_cols, vector=VECTOR,
+                alignment=f", alignment={SHARED_ALIGNMENT}" if config.vector_fragments and not simulated else "")
 
-    `simulated` drops the shared arrays' alignment, which Numba's simulator refuses, and only that.
-    """
+
+def _warp_tiles(space: Space, config: WarpConfig) -> dict:
+    """What the template needs of warps that multiply mma.sync fragments: the shape, the warp's
+    m16n8 tiles, and each fragment element's place relative to the thread's first one (its place
+    for lane 0, since the PTX ISA's layouts move with groupID and threadID_in_group alike)."""
+    from . import mma  # imports Numba's CUDA module: only once a tensor-core kernel is rendered
+
+    shape = space.shape
+    return dict(mma=shape.name, mma_k=shape.k, packed=shape.packed, alignment="", warps_n=config.warps_n,
+                tiles_m=config.warp_m // shape.m, tiles_n=config.warp_n // shape.n,
+                a_offsets=mma.a_layout(shape, 0), b_offsets=mma.b_layout(shape, 0), c_offsets=mma.c_layout(shape, 0))
+
+
+def render(space: Space, config: Tiling, simulated: bool = False) -> str:
+    """The kernel source for `config`, which must break no hard rule of `space` (checked here);
+    a configuration the search's heuristics prune still renders. `simulated` renders for Numba's
+    simulator: what it refuses (alignment of shared arrays, lto) is left out, and only that."""
     space.check(config, rules_only=True)
-    aligned = config.vector_fragments and not simulated
     precision = space.precision
     context = dict(
         config.as_dict(),
@@ -68,19 +87,14 @@ def render(space: Space, config: Config, simulated: bool = False) -> str:
         input=precision.input,
         accumulate=precision.accumulate,
         types=sorted({precision.input, precision.accumulate, "uint64"}),
-        jit_options=jit_options(space, config),
+        jit_options=jit_options(space, config, simulated),
         threads=config.threads,
-        threads_m=config.threads_m,
-        threads_n=config.threads_n,
-        fragment_rows=config.fragment_rows,
-        fragment_cols=config.fragment_cols,
-        vector=VECTOR,
-        alignment=f", alignment={SHARED_ALIGNMENT}" if aligned else "",
         buffers="2, " if config.double_buffer else "",
         read="s, " if config.double_buffer else "",
         write="t, " if config.double_buffer else "",
         a_shape=config.a_tile_shape,
         a_loads=_tile_loads(config.threads, config.block_m, config.block_k),
         b_loads=_tile_loads(config.threads, config.block_k, config.block_n),
+        **(_warp_tiles(space, config) if precision.tensor_cores else _thread_tiles(config, simulated)),
     )
     return _environment().get_template(space.family.template).render(context)

@@ -6,9 +6,10 @@ are said here, with the reason, before anything compiles.
 """
 import itertools
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from .backends import Backend
-from .config import VECTOR, Config, format_value
+from .config import VECTOR, Config, Tiling, format_value
 from .dtypes import PRECISIONS, Precision
 from .family import Family, get_family
 
@@ -68,26 +69,34 @@ class InvalidConfig(ValueError):
     """A configuration that breaks a rule of the space; the message says which."""
 
 
-def _words(nbytes: int) -> int:
+def words(nbytes: int) -> int:
+    """32-bit registers one value of `nbytes` takes."""
     return max(1, nbytes // 4)
 
 
 @dataclass(frozen=True)
 class Space:
-    """The valid kernel configurations of one family for one backend and one precision."""
+    """The valid kernel configurations of one family for one backend and one precision, on the
+    CUDA cores (Space.of gives the tensor-core space, warp_space.py, for a precision that asks for it)."""
 
     backend: Backend
     precision: Precision
     family: Family
+    config_type: ClassVar[type[Tiling]] = Config
 
     @classmethod
     def of(cls, backend: Backend, dtype: str, family: str = "matmul") -> "Space":
-        if dtype not in backend.dtypes:
-            raise InvalidConfig(
-                f"dtype {dtype!r} is not supported on {backend.name}; "
-                f"choose one of: {', '.join(backend.dtypes)}"
-            )
-        return cls(backend, PRECISIONS[dtype], get_family(family))
+        """The space of `dtype` (a precision's name) on `backend`; InvalidConfig saying which it takes."""
+        precisions = ", ".join(backend.precisions())
+        if dtype not in backend.precisions():
+            why = (f"runs on NVIDIA's tensor cores (mma.sync), which {backend.name} has no access to"
+                   if dtype in PRECISIONS else "is not a precision tuner knows")
+            raise InvalidConfig(f"dtype {dtype!r} {why}; choose one of: {precisions}")
+        precision = PRECISIONS[dtype]
+        if precision.tensor_cores:
+            from .warp_space import WarpSpace
+            return WarpSpace(backend, precision, get_family(family))
+        return Space(backend, precision, get_family(family))
 
     def domains(self) -> dict[str, tuple]:
         """Each parameter's possible values on this backend."""
@@ -111,11 +120,15 @@ class Space:
 
         A lower bound for the rules; the compiler's own count comes from the resource report.
         """
-        accumulate = _words(self.precision.accumulate_bytes)
+        accumulate = words(self.precision.accumulate_bytes)
         tile = config.thread_m * config.thread_n * accumulate
         fragments = (config.thread_m + config.thread_n) * accumulate
-        staged = sum(config.loads_per_thread) * _words(self.precision.input_bytes)
+        staged = sum(config.loads_per_thread) * words(self.precision.input_bytes)
         return tile + fragments + (staged if config.prefetch else 0) + REGISTER_OVERHEAD
+
+    def multiply_adds(self, config: Config) -> int:
+        """Multiply-add instructions per k-tile per thread."""
+        return config.thread_m * config.thread_n * config.block_k
 
     def violations(self, config: Config) -> list[str]:
         """Every reason the search skips `config`, as one-line reasons: the rules it breaks, then the
@@ -133,7 +146,6 @@ class Space:
         """The hard rules `config` breaks: the backend's limits and features, and what the template
         assumes. A configuration that breaks none can be rendered, compiled and launched."""
         limits = self.backend.limits
-        reasons = []
         if config.max_registers and not self.backend.max_registers:
             return [f"max_registers is not available on {self.backend.name}: its compiler takes no register cap"]
         if config.min_blocks and not self.backend.launch_bounds:
@@ -141,11 +153,7 @@ class Space:
         if config.vector_fragments and not self.backend.shared_alignment:
             return [f"vector_fragments is not available on {self.backend.name}: its shared arrays take no "
                     "alignment, which vector loads need"]
-        for name, domain in self.domains().items():
-            value = getattr(config, name)
-            if value not in domain:
-                shown = ", ".join(map(format_value, domain))
-                reasons.append(f"{name}={format_value(value)} is not one of {shown}")
+        reasons = self._outside_domains(config)
         if reasons:
             return reasons
         sizes = (config.block_m, config.block_n, config.block_k, config.thread_m, config.thread_n)
@@ -158,24 +166,10 @@ class Space:
         if threads % limits.warp_size:
             reasons.append(f"{threads} threads per block is not a multiple of the "
                            f"{limits.warp_size}-wide warp of {self.backend.name}")
-        if threads > limits.max_threads_per_block:
-            reasons.append(f"{threads} threads per block exceeds the limit of "
-                           f"{limits.max_threads_per_block}")
-        if (config.block_m * config.block_k) % threads or (config.block_k * config.block_n) % threads:
-            reasons.append(f"the A and B tiles do not split evenly over {threads} threads")
         if config.block_k % config.unroll_k:
             reasons.append(f"unroll_k={config.unroll_k} does not divide block_k={config.block_k}")
-        shared = self.shared_memory(config)
-        if shared > limits.shared_memory_per_block:
-            reasons.append(f"{shared} bytes of shared memory exceeds the limit of "
-                           f"{limits.shared_memory_per_block}")
         registers = self.registers(config)
-        if registers > limits.registers_per_thread:
-            reasons.append(f"the register tile needs about {registers} registers per thread, "
-                           f"over the limit of {limits.registers_per_thread}")
-        elif registers * threads > limits.registers_per_block:
-            reasons.append(f"{threads} threads x about {registers} registers exceed the "
-                           f"{limits.registers_per_block} registers of a block")
+        reasons += self._over_limits(config, registers, "the register tile")
         if config.max_registers:
             if config.max_registers < registers:
                 reasons.append(f"max_registers={config.max_registers} is below the about "
@@ -184,6 +178,31 @@ class Space:
                 reasons.append(f"max_registers={config.max_registers} x {threads} threads exceeds "
                                f"the {limits.registers_per_block} registers of a block")
         return reasons + self._vector_violations(config) + self._launch_bounds_violations(config, registers)
+
+    def _outside_domains(self, config: Tiling) -> list[str]:
+        """The parameters whose value is not in its domain."""
+        return [f"{name}={format_value(getattr(config, name))} is not one of {', '.join(map(format_value, domain))}"
+                for name, domain in self.domains().items() if getattr(config, name) not in domain]
+
+    def _over_limits(self, config: Tiling, registers: int, holder: str) -> list[str]:
+        """The block's threads, shared memory and `registers` per thread (those `holder` needs, in
+        words) against the backend's limits, and whether the tiles split evenly over the threads."""
+        limits, threads = self.backend.limits, config.threads
+        reasons = []
+        if threads > limits.max_threads_per_block:
+            reasons.append(f"{threads} threads per block exceeds the limit of {limits.max_threads_per_block}")
+        if (config.block_m * config.block_k) % threads or (config.block_k * config.block_n) % threads:
+            reasons.append(f"the A and B tiles do not split evenly over {threads} threads")
+        shared = self.shared_memory(config)
+        if shared > limits.shared_memory_per_block:
+            reasons.append(f"{shared} bytes of shared memory exceeds the limit of {limits.shared_memory_per_block}")
+        if registers > limits.registers_per_thread:
+            reasons.append(f"{holder} needs about {registers} registers per thread, "
+                           f"over the limit of {limits.registers_per_thread}")
+        elif registers * threads > limits.registers_per_block:
+            reasons.append(f"{threads} threads x about {registers} registers exceed the "
+                           f"{limits.registers_per_block} registers of a block")
+        return reasons
 
     def pruned_by(self, config: Config) -> list[str]:
         """The heuristics that keep `config` out of the search although it would run: what costs
@@ -248,16 +267,21 @@ class Space:
             raise InvalidConfig(reasons[0])
         return config
 
-    def default(self) -> Config:
+    def default(self) -> Tiling:
         """The configuration run where none is tuned: 64x64 block tiles of 4x4 per thread (256
         threads, 8.5 KB of float32 shared memory), within every backend's limits."""
-        return self.check(Config())
+        return self.check(self.config_type())
+
+    def starts(self) -> tuple[Tiling, ...]:
+        """Configurations a search measures first, after those of earlier records: the default and
+        the seed's kernel."""
+        return (self.default(), SEED)
 
     def __iter__(self):
         """Every valid configuration, in a stable order."""
         domains = self.domains()
         for values in itertools.product(*domains.values()):
-            config = Config(**dict(zip(domains, values)))
+            config = self.config_type(**dict(zip(domains, values)))
             if not self.violations(config):
                 yield config
 

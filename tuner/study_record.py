@@ -6,15 +6,16 @@ import optuna
 from optuna.trial import TrialState
 
 from . import cache, record
-from .config import Config
+from .config import Tiling, config_type
 from .problem import Problem
 from .runtime import Runtime
-from .space import SEED, Space
+from .space import Space
 from .trials import STARTED, Kind, config_key, is_measured, passed
 
 
-def _entry(trial) -> record.Entry:
-    return record.Entry(trial.number, Config(**trial.params), record.Measurement(**trial.user_attrs["measurement"]))
+def _entry(trial, dtype: str) -> record.Entry:
+    return record.Entry(trial.number, config_type(dtype)(**trial.params),
+                        record.Measurement(**trial.user_attrs["measurement"]))
 
 
 def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storage_label: str) -> record.Record | None:
@@ -33,11 +34,11 @@ def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storag
         measuring_seconds=round(sum(trial.duration.total_seconds() for trial in measured), 3))
     searched = (min(trial.datetime_start for trial in trials if trial.datetime_start),
                 max(trial.datetime_complete for trial in done))
-    return record.make(runtime.device, problem, runtime.clock, [_entry(trial) for trial in good], budget,
+    return record.make(runtime.device, problem, runtime.clock, [_entry(trial, problem.dtype) for trial in good], budget,
                        searched, {"name": study.study_name, "storage": storage_label})
 
 
-def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Problem) -> list[Config]:
+def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Problem) -> list[Tiling]:
     """Known-good starting points, likeliest first: every configuration of the record this search
     will replace (so that it re-measures them rather than trusting them), the best configurations
     cached for this backend and dtype (this shape's first, from any GPU), the default one, and the
@@ -50,7 +51,7 @@ def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Prob
             found += [(0, config) for config in stored.record.configs]
         else:
             found.append((1 if same_problem else 2, stored.record.configs[0]))
-    configs = [config for _, config in sorted(found, key=lambda pair: pair[0])] + [Config(), SEED]
+    configs = [config for _, config in sorted(found, key=lambda pair: pair[0])] + list(space.starts())
     unique = {}
     for config in configs:
         if not space.violations(config):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from ..devices import Device
+from ..dtypes import PRECISIONS
 
 
 class NoDevice(Exception):
@@ -33,6 +34,7 @@ class Backend:
     module: str  # the name the kernel source imports from numba
     limits: Limits
     dtypes: tuple[str, ...]  # input dtypes the backend's compiler supports
+    tensor_cores: bool  # whether its kernels can call the mma.sync wrappers (tuner/mma.py)
     max_registers: bool  # whether the jit decorator accepts max_registers
     launch_bounds: bool  # whether the jit decorator accepts launch_bounds (threads, blocks per SM)
     shared_alignment: bool  # whether shared.array accepts alignment=, which vector shared loads need
@@ -43,6 +45,11 @@ class Backend:
     install: str  # how to install its Numba module
     driver_init: str  # the driver library's initialisation function
     driver_count: str  # the driver library's device-count function
+
+    def precisions(self) -> list[str]:
+        """The names of the precisions its kernels can be generated for."""
+        return [name for name, precision in PRECISIONS.items()
+                if precision.input in self.dtypes and (self.tensor_cores or not precision.tensor_cores)]
 
     def driver_libraries(self) -> list[str]:
         """The names under which the vendor driver library may be loaded, in order."""

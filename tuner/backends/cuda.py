@@ -66,6 +66,7 @@ CUDA = CudaBackend(
         grid_rows=65535,
     ),
     dtypes=("float32", "float64", "float16"),
+    tensor_cores=True,
     max_registers=True,
     launch_bounds=True,
     shared_alignment=True,

@@ -69,6 +69,7 @@ ROC = HipBackend(
         grid_rows=65535,  # CUDA's bound; HIP's own was not checked on AMD hardware
     ),
     dtypes=("float32", "float64"),
+    tensor_cores=False,
     max_registers=False,
     launch_bounds=False,
     # numba-hip mirrors an older numba.cuda API; alignment= is not known to exist there (unchecked

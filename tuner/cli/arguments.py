@@ -4,6 +4,9 @@ argparse names a type's function in its message for a value the type cannot conv
 _positive value: 'x'"), so the types keep the names those messages have always shown."""
 import argparse
 
+DTYPE_HELP = ("the precision: float32 (default), float64, float16 (float32 accumulate and result), and on cuda "
+              "only the tensor-core ones tf32 (float32 in and out, TF32 multiplies) and float16-tc")
+
 
 def add_cache_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: $TUNER_CACHE_DIR, "

@@ -5,19 +5,23 @@ import json
 import sys
 
 from ..backends import BACKENDS, get_backend
-from ..config import Config, format_value, parse_assignments
+from ..config import Config, Tiling, WarpConfig, format_value, parse_assignments
 from ..family import DEFAULT, families
-from ..space import SEED, Space
+from ..space import SEED, InvalidConfig, Space
+from .arguments import DTYPE_HELP
 
 
 def _space(args) -> Space:
     return Space.of(get_backend(args.backend), args.dtype, getattr(args, "family", DEFAULT))
 
 
-def _config(args, space: Space) -> Config:
+def _config(args, space: Space) -> Tiling:
     """The configuration the arguments name, if it breaks no hard rule; one the search's
     heuristics prune is taken, with a note on stderr saying why the search skips it."""
-    base = SEED if args.seed_kernel else Config()
+    base = SEED if args.seed_kernel else space.config_type()
+    if not isinstance(base, space.config_type):
+        raise InvalidConfig(f"the seed kernel multiplies on the CUDA cores, not in {space.precision.name}; "
+                            "leave out --seed-kernel, or choose float32, float64 or float16")
     config = space.check(parse_assignments(args.assignments, base), rules_only=True)
     for reason in space.pruned_by(config):
         print(f"tuner: note: the search prunes this configuration: {reason}", file=sys.stderr)
@@ -37,7 +41,8 @@ def _describe_space(args) -> None:
     for name, domain in space.domains().items():
         print(f"  {name}: {', '.join(map(format_value, domain))}")
     print(f"valid configurations: {space.size()}")
-    print(f"seed kernel (fast_matmul, TPB=16): {SEED.describe()}")
+    if isinstance(SEED, space.config_type):
+        print(f"seed kernel (fast_matmul, TPB=16): {SEED.describe()}")
 
 
 def _resources(args) -> None:
@@ -49,8 +54,9 @@ def _resources(args) -> None:
     if args.json:
         print(json.dumps({"config": config.as_dict(), **resources.as_dict()}))
         return
-    fma = (f"fma_fraction={resources.fma_fraction:.3f}" if resources.fma_fraction is not None
-           else f"fma_fraction=none ({resources.fma_fraction_missing})")
+    unit = "HMMA" if space.precision.tensor_cores else "FMA"
+    fma = (f"{unit} per k-tile={resources.k_tile_multiply_adds:g} fma_fraction={resources.fma_fraction:.3f}"
+           if resources.fma_fraction is not None else f"fma_fraction=none ({resources.fma_fraction_missing})")
     print(f"registers={resources.registers} stack={resources.stack_bytes}B "
           f"spill stores={resources.spill_store_bytes}B spill loads={resources.spill_load_bytes}B "
           f"shared={resources.shared_bytes}B compile_ptx={resources.ptx_seconds:.2f}s "
@@ -59,12 +65,13 @@ def _resources(args) -> None:
 
 def _add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", required=True, choices=tuple(BACKENDS))
-    parser.add_argument("--dtype", default="float32", help="float32 (default), float64 or float16 (cuda only)")
+    parser.add_argument("--dtype", default="float32", help=DTYPE_HELP)
     parser.add_argument("--family", choices=tuple(families()), default=DEFAULT,
                         help=f"the kernel family (default {DEFAULT})")
     parser.add_argument("--seed-kernel", action="store_true", help="start from the seed kernel's configuration")
     parser.add_argument("assignments", nargs="*", metavar="NAME=VALUE",
-                        help=f"parameters to change from the default: {', '.join(Config.names())}")
+                        help=f"parameters to change from the default: {', '.join(Config.names())}; for "
+                             f"tf32 and float16-tc: {', '.join(WarpConfig.names())}")
 
 
 def add_parsers(subparsers) -> None:
@@ -74,7 +81,7 @@ def add_parsers(subparsers) -> None:
 
     space = subparsers.add_parser("space", help="show the parameter domains and the size of the valid space")
     space.add_argument("--backend", required=True, choices=tuple(BACKENDS))
-    space.add_argument("--dtype", default="float32")
+    space.add_argument("--dtype", default="float32", help=DTYPE_HELP)
     space.set_defaults(run=_describe_space)
 
     resources = subparsers.add_parser(

@@ -11,9 +11,10 @@ from ..compile_ahead import default_workers
 from ..problem import Problem
 from ..runtime import NoGPU, Runtime, detect_runtime, open_runtime
 from ..sampler import SAMPLERS
+from ..space import Space
 from ..stopping import follow_parent, stop_on_sigterm
 from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
-from .arguments import _count, _positive, _seconds, add_cache_dir
+from .arguments import DTYPE_HELP, _count, _positive, _seconds, add_cache_dir
 from .records import print_best
 
 DEFAULT_SHAPE = (4096, 4096, 4096)  # on a GPU; the simulator has its own (simulator.SHAPE)
@@ -61,6 +62,8 @@ def _search(args) -> int:
         return _search_on_devices(args)
     stop_on_sigterm()
     follow_parent()
+    if args.backend:  # a precision the backend lacks is said before any device is opened
+        Space.of(get_backend(args.backend), args.dtype)
     runtime = open_device(args.backend, args.simulate)
     problem = _problem(args, runtime)
     if args.trials is None and args.timeout is None:
@@ -166,7 +169,7 @@ def _options() -> argparse.ArgumentParser:
     search.add_argument("--backend", required=True, choices=tuple(BACKENDS))
     search.add_argument("--simulate", action="store_true",
                         help="run on Numba's CUDA simulator (also when NUMBA_ENABLE_CUDASIM=1 or no GPU is found)")
-    search.add_argument("--dtype", default="float32", help="float32 (default), float64 or float16 (cuda only)")
+    search.add_argument("--dtype", default="float32", help=DTYPE_HELP)
     search.add_argument("--shape", nargs=3, type=int, metavar=("M", "N", "K"),
                         help="the product's shape (default 4096 4096 4096 on a GPU, 32 32 32 simulated)")
     search.add_argument("--trials", type=_positive,

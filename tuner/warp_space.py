@@ -1,0 +1,90 @@
+"""The tensor-core search space: warp tiles of mma.sync fragments, their domains and rules.
+
+A block of warps computes a block_m x block_n tile of C; each warp a warp_m x warp_n tile of
+m16n8 fragments (tuner/mma.py), stepping through the k-tile in the mma's k (8 for tf32, 16 for
+float16-tc). The k-tile is staged in shared memory as for the CUDA-core kernels (same template,
+same copies), so pad, transpose_a, prefetch and double_buffer mean what they mean there.
+"""
+from .config import WarpConfig
+from .space import MAX_LOADS_PER_THREAD, REGISTER_OVERHEAD, Space, words
+
+DOMAINS = {
+    "block_m": (32, 64, 128, 256),
+    "block_n": (32, 64, 128, 256),
+    "block_k": (8, 16, 32, 64),
+    "warp_m": (16, 32, 64, 128),
+    "warp_n": (8, 16, 32, 64, 128),
+    "pad": (0, 4, 8),
+    "transpose_a": (False, True),
+    "prefetch": (False, True),
+    "double_buffer": (False, True),
+}
+
+# mma.sync calls one k-tile of one warp may unroll into (the template unrolls the whole k-tile):
+# Numba's front end and NVVM compile long straight-line code slowly (docs/kernels.md).
+MAX_UNROLLED_MMAS = 128
+
+
+class WarpSpace(Space):
+    """The valid tensor-core configurations of one family for one backend and one precision."""
+
+    config_type = WarpConfig
+
+    @property
+    def shape(self):
+        """The mma.sync shape the kernels call (tuner/mma.py, which imports Numba's CUDA module: so
+        a tensor-core space is for a process that has chosen between GPU and simulator)."""
+        from .mma import SHAPES
+
+        return SHAPES[self.precision.tensor_cores]
+
+    def domains(self) -> dict[str, tuple]:
+        return dict(DOMAINS)
+
+    def multiply_adds(self, config: WarpConfig) -> int:
+        """mma.sync calls (HMMA instructions) per k-tile per warp."""
+        shape = self.shape
+        return (config.block_k // shape.k) * (config.warp_m // shape.m) * (config.warp_n // shape.n)
+
+    def registers(self, config: WarpConfig) -> int:
+        """An estimate of the 32-bit registers per thread: accumulator fragments, the A and B
+        fragments of one k-step, staging. A lower bound; ptxas's count comes from the resources."""
+        shape, element = self.shape, words(self.precision.input_bytes)
+        tiles_m, tiles_n = config.warp_m // shape.m, config.warp_n // shape.n
+        fragments = tiles_m * tiles_n * shape.c_count + (tiles_m * shape.a_count + tiles_n * shape.b_count) * element
+        staged = sum(config.loads_per_thread) * element
+        return fragments + (staged if config.prefetch else 0) + REGISTER_OVERHEAD
+
+    def broken_rules(self, config: WarpConfig) -> list[str]:
+        """The hard rules `config` breaks: the mma's shape, how warps tile the block, and the backend's limits."""
+        reasons = self._outside_domains(config)
+        if reasons:
+            return reasons
+        shape = self.shape
+        if config.block_k % shape.k:
+            return [f"block_k={config.block_k} is not a multiple of the {shape.k}-deep k-step of "
+                    f"{self.precision.name}'s m{shape.m}n{shape.n}k{shape.k} mma"]
+        if config.block_m % config.warp_m or config.block_n % config.warp_n:
+            return ["warp_m must divide block_m and warp_n must divide block_n"]
+        return self._over_limits(config, self.registers(config), "the warp tile")
+
+    def pruned_by(self, config: WarpConfig) -> list[str]:
+        """What the search skips although it would run: too long to compile."""
+        reasons = []
+        if max(config.loads_per_thread) > MAX_LOADS_PER_THREAD:
+            reasons.append(f"each of {config.threads} threads would copy {max(config.loads_per_thread)} "
+                           f"elements of a tile per k-tile, over {MAX_LOADS_PER_THREAD}")
+        mmas = self.multiply_adds(config)
+        if mmas > MAX_UNROLLED_MMAS:
+            reasons.append(f"the k-tile unrolls into {mmas} mma calls per warp, over {MAX_UNROLLED_MMAS}; "
+                           "compiling them takes too long")
+        return reasons
+
+    def default(self) -> WarpConfig:
+        """The configuration run where none is tuned: 64x64 block tiles of four 32x32 warp tiles
+        (128 threads), 16-deep k-tiles."""
+        return self.check(WarpConfig())
+
+    def starts(self) -> tuple[WarpConfig, ...]:
+        """Configurations a search measures first (the seed kernel has no tensor-core form)."""
+        return (self.default(),)
