@@ -2,7 +2,9 @@
 
 No GPU needed. Configurations that differ only in their max_registers cap share their PTX (the
 cap is a ptxas option; capped kernels are compiled without launch bounds, uncapped ones with),
-so each PTX is compiled once and assembled once per cap. The order is shuffled
+so each PTX is compiled once and assembled once per cap. A tensor-core configuration (--dtype
+tf32 or float16-tc) is linked with the mma wrappers (tuner.resources.count), and its record says
+how many HMMA one interior k-tile issues. The order is shuffled
 with a fixed seed, so a run cut short is a uniform sample; rerunning resumes where it stopped.
 
     python bench/compile_space.py --dtype float32 --workers 2
@@ -30,8 +32,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 from tuner.backends import get_backend
-from tuner.config import Config
-from tuner.resources import CountUnavailable, assemble, compile_ptx, ptxas_path, parse_ptxas
+from tuner.config import Config, Tiling
+from tuner.resources import CountUnavailable, assemble, compile_ptx, count, ptxas_path, parse_ptxas
 from tuner.space import Space
 
 
@@ -54,7 +56,9 @@ def _header(args) -> dict:
 def _compile_group(backend: str, dtype: str, configs: list[dict]) -> list[dict]:
     """Compile the PTX `configs` share and assemble it for each of their max_registers caps."""
     space = Space.of(get_backend(backend), dtype)
-    configs = [Config(**values) for values in configs]
+    configs = [space.config_type(**values) for values in configs]
+    if space.precision.tensor_cores:
+        return [_linked(space, config) for config in configs]
     records = []
     try:
         ptx, seconds = compile_ptx(space, configs[0])
@@ -70,8 +74,18 @@ def _compile_group(backend: str, dtype: str, configs: list[dict]) -> list[dict]:
     return records
 
 
-def _ptx_key(config: Config) -> tuple[Config, bool]:
+def _linked(space: Space, config: Tiling) -> dict:
+    """A tensor-core configuration compiled, linked and counted, or the error that stopped it."""
+    try:
+        return {"config": config.as_dict(), **count(space, config).as_dict()}
+    except Exception as error:  # a compile failure is a result to record, whatever raised it
+        return {"config": config.as_dict(), "error": f"{type(error).__name__}: {error}"[:500]}
+
+
+def _ptx_key(config: Tiling) -> tuple[Tiling, bool]:
     """What decides a configuration's PTX: everything but the cap's value, and whether it has one."""
+    if not isinstance(config, Config):
+        return config, False
     return replace(config, max_registers=0), bool(config.max_registers)
 
 
@@ -79,7 +93,7 @@ def _groups(space: Space, seed: int, changed: list[str]) -> list[list[Config]]:
     """The configurations by PTX, in a seeded random order; only those where one of the `changed`
     parameters differs from its default, if any are named."""
     groups: dict[tuple, list[Config]] = {}
-    default = Config()
+    default = space.config_type()
     for config in space:
         if changed and all(getattr(config, name) == getattr(default, name) for name in changed):
             continue
@@ -114,12 +128,12 @@ def summarize(path: Path, space: Space, space_size: int) -> dict:
     """Coverage of the `space_size` configurations sampled from, compile time per distinct PTX, and
     spills, over the records still valid in `space`."""
     lines = _read(path)
-    records = [r for r in lines if r.get("kind") != "header" and not space.violations(Config(**r["config"]))]
+    records = [r for r in lines if r.get("kind") != "header" and not space.violations(space.config_type(**r["config"]))]
     done = [r for r in records if "error" not in r]
-    times = sorted({_ptx_key(Config(**r["config"])): r["ptx_seconds"] for r in done}.values())
+    times = sorted({_ptx_key(space.config_type(**r["config"])): r["ptx_seconds"] for r in done}.values())
     quantile = lambda q: round(times[min(len(times) - 1, int(q * len(times)))], 3) if times else None  # noqa: E731
-    capped = [r for r in done if r["config"]["max_registers"]]
-    uncapped = [r for r in done if not r["config"]["max_registers"]]
+    capped = [r for r in done if r["config"].get("max_registers")]
+    uncapped = [r for r in done if not r["config"].get("max_registers")]
     spilling = sum(r["spills"] for r in done)
     return {
         "file": path.name,
@@ -136,6 +150,7 @@ def summarize(path: Path, space: Space, space_size: int) -> dict:
         "spilling_uncapped": [sum(r["spills"] for r in uncapped), len(uncapped)],
         "spilling_capped": [sum(r["spills"] for r in capped), len(capped)],
         "registers_max": max((r["registers"] for r in done), default=None),
+        "without_multiply_adds_in_k_loop": sum(not r.get("k_tile_multiply_adds") for r in done),
     }
 
 

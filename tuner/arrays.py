@@ -95,8 +95,31 @@ def _matrix(runtime: Runtime, array, name: str):
     return array
 
 
-def prepare(runtime: Runtime, A, B, out, alpha, beta) -> Call:
-    """Check the operands of C = alpha*A@B + beta*C and place them on the device.
+def _precision(runtime: Runtime, dtype: str, precision: str | None) -> str:
+    """The precision a product of `dtype` matrices runs in: their own, or the one asked for, which
+    must take them; TypeError or ValueError saying what to pass."""
+    if dtype not in runtime.backend.dtypes:
+        raise TypeError(f"{dtype} matrices are not supported on {runtime.backend.name}; "
+                        f"use one of {', '.join(runtime.backend.dtypes)}")
+    if precision is None:
+        return dtype
+    taken = [name for name in runtime.backend.precisions() if PRECISIONS[name].input == dtype]
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r} is not one tuner knows; for {dtype} matrices choose one of: "
+                         f"{', '.join(taken)}")
+    if precision not in runtime.backend.precisions():
+        raise TypeError(f"precision={precision!r} runs on NVIDIA's tensor cores, which {runtime.backend.name} has "
+                        f"no access to; for {dtype} matrices choose one of: {', '.join(taken)}")
+    if PRECISIONS[precision].input != dtype:
+        raise TypeError(f"precision={precision!r} multiplies {PRECISIONS[precision].input} matrices, not {dtype}; "
+                        f"cast A and B (A.astype(np.{PRECISIONS[precision].input})), or choose one of: "
+                        f"{', '.join(taken)}")
+    return precision
+
+
+def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = None) -> Call:
+    """Check the operands of C = alpha*A@B + beta*C and place them on the device; the product runs
+    in `precision` (a name in dtypes.PRECISIONS) if given, else in the matrices' own.
 
     TypeError or ValueError for operands NumPy would refuse or the kernels do not take, and
     MemoryError when the device has no room for them; never a launch on bad operands.
@@ -112,10 +135,7 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta) -> Call:
     if native[0] != native[1]:
         raise TypeError(f"A is {native[0]} and B is {native[1]}; tuner.matmul does not mix dtypes: "
                         "cast one, e.g. B.astype(A.dtype)")
-    dtype = native[0].name
-    if dtype not in runtime.backend.dtypes:
-        raise TypeError(f"{dtype} matrices are not supported on {runtime.backend.name}; "
-                        f"use one of {', '.join(runtime.backend.dtypes)}")
+    dtype = _precision(runtime, native[0].name, precision)
     accumulate = np.dtype(PRECISIONS[dtype].accumulate).type
     for name, scalar in (("alpha", alpha), ("beta", beta)):
         if not _representable(scalar, accumulate):

@@ -145,11 +145,11 @@ def _link(space: Space, config: Tiling, arch: tuple[int, int], directory: Path |
           cubin: Path) -> tuple[str, float]:
     """A tensor-core kernel compiled and linked with the mma wrappers into `cubin`: nvJitLink's
     log (ptxas's report) and the seconds it all took."""
-    from .mma import cubin
+    from . import mma
 
     function = _kernel_function(space, config, directory)
     start = time.perf_counter()
-    code, log = cubin(function, space.family.signature(space.precision), arch, launch_bounds_of(space, config))
+    code, log = mma.cubin(function, space.family.signature(space.precision), arch, launch_bounds_of(space, config))
     cubin.write_bytes(code)
     return log, time.perf_counter() - start
 

@@ -247,18 +247,21 @@ def _dtype_name(dtype) -> str:
         raise TypeError(f"dtype must be a NumPy dtype or its name, such as 'float32', not {dtype!r}") from None
 
 
-def matmul(A, B, out=None, *, alpha=1.0, beta=0.0):
+def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, precision=None):
     """alpha * A @ B (+ beta * out), with the kernel tuned for this GPU.
 
     A and B are 2-D matrices of one dtype (float32, float64, or float16 with a float32 result), or
     stacks of them as np.matmul takes them (see the registered families in tuner/families).
+    `precision` opts into NVIDIA's tensor cores: "tf32" for float32 matrices (TF32 multiplies, as
+    cuBLAS with TF32 allowed: a relative error near 3e-4) or "float16-tc" for float16 ones (float32
+    accumulation and result); by default the product runs in the matrices' own precision.
     NumPy arrays are copied to the device and the result comes back as NumPy; Numba device arrays
     and CUDA Array Interface exporters (CuPy, PyTorch) are used in place, and the result is of
     their kind. With `out`, the result is written there and `out` is returned; beta scales
     out's previous values and needs `out`.
     """
     library = _library(None, None)
-    call = arrays.prepare(library.runtime, A, B, out, alpha, beta)
+    call = arrays.prepare(library.runtime, A, B, out, alpha, beta, precision)
     if 0 not in tuple(call.C.shape):  # with k = 0, C still becomes beta * C
         problem = call.family.problem(**{**call.sizes, "k": max(call.sizes["k"], 1)}, dtype=call.dtype)
         too_slow = library.runtime.too_slow(problem)

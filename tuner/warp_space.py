@@ -22,7 +22,7 @@ DOMAINS = {
 
 # mma.sync calls one k-tile of one warp may unroll into (the template unrolls the whole k-tile):
 # Numba's front end and NVVM compile long straight-line code slowly (docs/kernels.md).
-MAX_UNROLLED_MMAS = 128
+MAX_UNROLLED_MMAS = 64
 
 
 class WarpSpace(Space):
