@@ -11,17 +11,19 @@
 #                                        change; tuner list
 #   bash bench/gpu_check.sh compare $OUT bench/versus_cublas.py: tuned kernels (from the records in
 #                                        cache/, so commit e2e's first) and the probe's named
-#                                        configurations against strict-FP32 cuBLAS and the seeds;
-#                                        bench/tensor_core_probe.py: TF32 and FP16 mma.sync
-#                                        against cuBLAS in the same mode
+#                                        configurations against strict-FP32 cuBLAS and the seeds
+#   bash bench/gpu_check.sh tensor $OUT  tuner search --dtype tf32 and float16-tc at 4096^3 (the
+#                                        tensor cores through mma.sync), then
+#                                        bench/tensor_core_probe.py: those tuned kernels and named
+#                                        configurations against cuBLAS in the same mode
 #   bash bench/gpu_check.sh sweep $OUT   bench/sweep.py, float32 4096^3, for SWEEP_BUDGET seconds
 #                                        (default 480), after the sweeps already in bench/data/
 # Writes $OUT/PART.log (every command with its exit status and output) and $OUT/PART.tar.gz (the
 # cache, the studies and the JSON outputs); the sweep's JSON lines also as $OUT/sweep-*.jsonl.
 # SIMULATE=1 runs it all on Numba's CUDA simulator with tiny shapes: a dry run, times meaningless.
 set -uo pipefail
-part=${1:?usage: bench/gpu_check.sh e2e|compare|sweep OUTDIR}
-out=${2:?usage: bench/gpu_check.sh e2e|compare|sweep OUTDIR}
+part=${1:?usage: bench/gpu_check.sh e2e|compare|tensor|sweep OUTDIR}
+out=${2:?usage: bench/gpu_check.sh e2e|compare|tensor|sweep OUTDIR}
 mkdir -p "$out"
 exec > >(tee "$out/$part.log") 2>&1
 work=$(mktemp -d)
@@ -31,10 +33,10 @@ export PYTHONUNBUFFERED=1 PYTHONSAFEPATH=1 TUNER_CACHE_DIR="$work/out/cache" TUN
 if [ "${SIMULATE:-0}" = 1 ]; then
   export NUMBA_ENABLE_CUDASIM=1
   big=(32 32 32) odd=(24 20 18) batch=(--batch 2 --shape 16 16 16) simulate=(--simulate) trials=(--trials 2)
-  shapes=(--shapes 16,16,16 13,17,9) tc_shapes=(--shapes 40,72,56)
+  shapes=(--shapes 16,16,16 13,17,9) tc_shapes=(--shapes 40,72,56) tc=(24 40 20)
 else
   big=(4096 4096 4096) odd=(1000 1000 1000) batch=(--batch 64 --shape 256 256 256) simulate=() trials=(--trials 10)
-  shapes=() tc_shapes=()
+  shapes=() tc_shapes=() tc=(4096 4096 4096)
 fi
 python=${PYTHON:-python3}
 
@@ -86,11 +88,11 @@ print("driver CUDA", driver.driver.get_version(), "runtime", runtime.runtime.get
       "NVVM", nvvm.NVVM().get_version(), "device", cuda.get_current_device().name)
 PY
 
+search_trials=("${trials[@]}")
+[ "${SIMULATE:-0}" = 1 ] || search_trials=()
 case $part in
 e2e)
   step "$python" -m tuner devices --json
-  search_trials=("${trials[@]}")
-  [ "${SIMULATE:-0}" = 1 ] || search_trials=()
   step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${big[@]}" --timeout 100 "${search_trials[@]}"
   step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float64 --shape "${big[@]}" --timeout 100 "${search_trials[@]}"
   step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${odd[@]}" --timeout 45 "${search_trials[@]}"
@@ -121,8 +123,16 @@ PY
 compare)
   # The records committed to cache/ (e2e's), read as the user cache: the tuned kernels are theirs.
   TUNER_CACHE_DIR="$PWD/cache" step "$python" bench/versus_cublas.py "$work/out" "${shapes[@]}"
-  # Tensor cores through mma.sync (issue 21's wrappers), against cuBLAS in the same mode; a process
-  # of its own, since CuPy reads CUPY_TF32 once.
+  ;;
+tensor)
+  # Tensor-core kernels link the mma wrappers and are not cached on disk, so each variant compiles
+  # in the measuring process: budgets in seconds, not trials. The probe reads these records; it
+  # runs in a process of its own, since CuPy reads CUPY_TF32 once.
+  for precision in tf32 float16-tc; do
+    step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype $precision --shape "${tc[@]}" \
+      --timeout 150 "${search_trials[@]}"
+  done
+  step "$python" -m tuner list
   step "$python" bench/tensor_core_probe.py "$work/out/tensor_core" "${tc_shapes[@]}"
   ;;
 sweep)
@@ -131,7 +141,7 @@ sweep)
     --skip $(ls bench/data/sweep-*.jsonl 2>/dev/null)
   ;;
 *)
-  echo "unknown part $part: e2e, compare or sweep"; exit 2 ;;
+  echo "unknown part $part: e2e, compare, tensor or sweep"; exit 2 ;;
 esac
 echo "=== $failed failed steps; wrote $(ls "$out" | tr '\n' ' ')"
 [ $failed = 0 ]

@@ -136,7 +136,7 @@ def test_a_precision_the_matrices_cannot_take_is_a_clear_error(arrays, precision
     assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
-def test_a_tensor_core_search_writes_a_record_that_matmul_then_uses(tmp_path):
+def test_a_tensor_core_search_writes_a_record_that_matmul_and_the_report_then_use(tmp_path):
     assert main(["search", "--backend", "cuda", "--simulate", "--dtype", "tf32", "--trials", "2",
                  "--shape", "24", "40", "20", "--cache-dir", str(tmp_path / "cache")]) == 0
     stored = cache.Catalog.read(tmp_path / "cache").select(dtype="tf32")
@@ -147,6 +147,8 @@ def test_a_tensor_core_search_writes_a_record_that_matmul_then_uses(tmp_path):
         warnings.simplefilter("error")  # tuned: no UntunedWarning
         C = tuner.matmul(A, B, precision="tf32")
     assert _error(C, exact) < 2e-3
+    page = tmp_path / "report.html"  # the report draws a study of warp tiles too
+    assert main(["report", "--out", str(page), "--cache-dir", str(tmp_path / "cache")]) == 0 and page.exists()
 
 
 def test_a_record_whose_configurations_are_not_its_precisions_is_refused():

@@ -5,7 +5,9 @@ Each worker is a `python -m tuner.compile_ahead` process at a lower priority tha
 disk cache (the kernel directory's `__pycache__`), from where the measuring process loads it in
 milliseconds. On the simulator, which compiles nothing, it compiles the kernel to PTX for sm_90
 and runs ptxas, so that the pool does the real work it would do on a GPU host, and the static
-resource report comes back with it. A worker that crashes, runs out of memory or hangs past the
+resource report comes back with it. A tensor-core kernel cannot be cached on disk (Numba cannot
+pickle linked code), so for those it makes the static resource report on a GPU host too, and
+the measuring process compiles the kernel itself. A worker that crashes, runs out of memory or hangs past the
 timeout fails that variant alone, with the reason, and is replaced.
 """
 import contextlib
@@ -202,7 +204,7 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
     resources = None
     try:
         config = space.config_type(**config)
-        if mode == "cache":
+        if mode == "cache" and not space.precision.tensor_cores:
             load(space, config, Path(kernels)).compile()
         else:
             try:

@@ -14,7 +14,8 @@ from . import simulator
 from .record import Record
 from .studies import StudyTrials, failure_reasons
 
-TILE_PARAMETERS = ("block_m", "block_n", "thread_m", "thread_n")
+# The block tile and the per-thread register tile, or (tensor-core studies) the warp tile.
+TILE_PARAMETERS = ("block_m", "block_n", "thread_m", "thread_n", "warp_m", "warp_n")
 FIGURES = ("history", "importances", "tiles", "failures", "records")  # and bench-0, bench-1...
 
 
@@ -72,7 +73,8 @@ def _importances(passed, unit: str) -> bytes:
 def _tiles(passed, unit: str) -> bytes:
     from optuna.visualization.matplotlib import plot_slice
 
-    axes = plot_slice(_subset(passed), params=list(TILE_PARAMETERS), target_name=f"GFLOP/s{unit}")
+    tiles = [name for name in TILE_PARAMETERS if name in passed[0].params]
+    axes = plot_slice(_subset(passed), params=tiles, target_name=f"GFLOP/s{unit}")
     axes[0].figure.set_size_inches(12, 4)
     return _png(axes[0].figure)
 
@@ -175,7 +177,8 @@ def draw(runs: StudyTrials, records: list[Record], results: list, root: Path) ->
         lambda: _importances(passed, unit))
     add("tiles", "GFLOP/s by tile parameters",
         f"GFLOP/s{unit} of the {len(passed)} variants that passed, against the block tile (block_m, block_n) "
-        "and the per-thread register tile (thread_m, thread_n): Optuna's slice plot, coloured by the order "
+        "and the per-thread register tile (thread_m, thread_n) or, on the tensor cores, the warp tile (warp_m, "
+        "warp_n): Optuna's slice plot, coloured by the order "
         "they were measured in.", "" if passed else "no variant has passed verification",
         lambda: _tiles(passed, unit))
     reasons = failure_reasons(runs.trials)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import arrays, cache, record
-from .config import Config
+from .config import Tiling
 from .devices import software_changes
 from .kernel import Kernel, kernel_dir, load
 from .measure import verify_config
@@ -57,7 +57,7 @@ class TunedKernel:
         return self.record is not None
 
     @property
-    def config(self) -> Config:
+    def config(self) -> Tiling:
         return self.kernel.config
 
     @property
@@ -86,7 +86,7 @@ class Choice:
 
     tuned_for: Problem
     path: Path
-    config: Config
+    config: Tiling
     record: record.Record
     other_software: bool  # tuned on this GPU model under another driver, runtime, Numba or templates
 
@@ -101,9 +101,9 @@ class Library:
     kernels: Path  # the kernel directory
     choices: list[Choice]
     chosen: OrderedDict = field(default_factory=OrderedDict)  # Problem -> TunedKernel, most recent last
-    compiled: dict = field(default_factory=dict)  # (Space, Config) -> Kernel
+    compiled: dict = field(default_factory=dict)  # (Space, configuration) -> Kernel
     warned: set = field(default_factory=set)  # (family, dtype) pairs warned about
-    verified: dict = field(default_factory=dict)  # (record path, Config) -> whether it passed verification here
+    verified: dict = field(default_factory=dict)  # (record path, configuration) -> whether it passed verification here
 
     @classmethod
     def load(cls, runtime: Runtime, root: Path) -> "Library":
@@ -174,7 +174,7 @@ class Library:
                           OtherSoftwareWarning, stacklevel=5)
         return self.verified[key]
 
-    def _compile(self, space: Space, config: Config) -> Kernel:
+    def _compile(self, space: Space, config: Tiling) -> Kernel:
         key = (space, config)
         if key not in self.compiled:
             kernel = load(space, config, self.kernels)
