@@ -160,6 +160,11 @@ def test_a_record_whose_configurations_are_not_its_precisions_is_refused():
         record.Record.from_dict(bad)
 
 
+def test_the_fingerprint_covers_the_linked_wrappers():
+    """A change to templates/mma.cu changes what tensor-core kernels compute, so it starts new records."""
+    assert "mma.cu" in tuner.family.templates() and "report.html.j2" not in tuner.family.templates()
+
+
 def test_roc_refuses_the_tensor_core_precisions():
     with pytest.raises(InvalidConfig, match="which roc has no access to; choose one of: float32, float64"):
         Space.of(ROC, "float16-tc")

@@ -1,6 +1,6 @@
 """tuner: generates tiled-matmul kernels for Numba (CUDA and ROC) from Jinja2 templates, tunes them
 on the GPU, and serves the tuned kernels to programs: `tuner.matmul(A, B)`."""
-from .config import Config
+from .config import Config, WarpConfig
 from .space import SEED, Space
 from .tuned import OtherSoftwareWarning, SkippedRecordWarning, TunedKernel, UntunedWarning, get_kernel, matmul, reload
 
@@ -8,4 +8,4 @@ from .tuned import OtherSoftwareWarning, SkippedRecordWarning, TunedKernel, Untu
 DISTRIBUTION = "numba-matmul-tuner"
 
 __all__ = ["Config", "OtherSoftwareWarning", "SEED", "Space", "SkippedRecordWarning", "TunedKernel", "UntunedWarning",
-           "get_kernel", "matmul", "reload"]
+           "WarpConfig", "get_kernel", "matmul", "reload"]

@@ -36,7 +36,8 @@ class Family:
     name = "matmul"
     problem = Problem  # its problem type
     template = "matmul.py.j2"  # the kernel template rendered
-    templates = ("matmul.py.j2",)  # every template its kernels are rendered from
+    # Every template its kernels are rendered from, and the CUDA C its tensor-core kernels link.
+    templates = ("matmul.py.j2", "mma.cu")
     record_prefix = ""  # before the problem's key in its record files' names
     operands = "2-D matrices"  # what `tuner.matmul` takes, in words
     operand_dims = 2  # dimensions of A, B and C as the kernel takes them
@@ -145,5 +146,6 @@ def chosen(args) -> Family:
 
 
 def templates() -> tuple[str, ...]:
-    """Every kernel template of every family: what the fingerprint hashes (never the report's page)."""
+    """Every kernel template of every family, with the CUDA C they link: what the fingerprint hashes
+    (never the report's page)."""
     return tuple(sorted({name for family in families().values() for name in family.templates}))
