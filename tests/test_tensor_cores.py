@@ -2,6 +2,7 @@
 through the emulated mma wrappers), tuner.matmul and tuner search with them, their records, and
 their SASS for sm_90 (in a fresh process with the simulator off)."""
 import ast
+import dataclasses
 import json
 import os
 import subprocess
@@ -163,6 +164,13 @@ def test_a_record_whose_configurations_are_not_its_precisions_is_refused():
 def test_the_fingerprint_covers_the_linked_wrappers():
     """A change to templates/mma.cu changes what tensor-core kernels compute, so it starts new records."""
     assert "mma.cu" in tuner.family.templates() and "report.html.j2" not in tuner.family.templates()
+
+
+def test_gpus_before_compute_capability_8_refuse_them_in_one_line():
+    turing = dataclasses.replace(H100, name="Tesla T4", arch="sm_75")
+    assert CUDA.lacks(turing, PRECISIONS["tf32"]) == ("tf32 needs the mma.sync of compute capability 8.0 or newer, "
+                                                      "and this GPU (Tesla T4) is sm_75; use float32 or float16")
+    assert CUDA.lacks(turing, PRECISIONS["float16"]) == CUDA.lacks(H100, PRECISIONS["float16-tc"]) == ""
 
 
 def test_roc_refuses_the_tensor_core_precisions():

@@ -108,12 +108,16 @@ def _precision(runtime: Runtime, dtype: str, precision: str | None) -> str:
         raise ValueError(f"precision={precision!r} is not one tuner knows; for {dtype} matrices choose one of: "
                          f"{', '.join(taken)}")
     if precision not in runtime.backend.precisions():
-        raise TypeError(f"precision={precision!r} runs on NVIDIA's tensor cores, which {runtime.backend.name} has "
-                        f"no access to; for {dtype} matrices choose one of: {', '.join(taken)}")
+        raise TypeError(f"precision={precision!r} is not available on {runtime.backend.name}"
+                        f"{' (it runs on NVIDIA tensor cores)' if PRECISIONS[precision].tensor_cores else ''}; "
+                        f"for {dtype} matrices choose one of: {', '.join(taken)}")
     if PRECISIONS[precision].input != dtype:
         raise TypeError(f"precision={precision!r} multiplies {PRECISIONS[precision].input} matrices, not {dtype}; "
                         f"cast A and B (A.astype(np.{PRECISIONS[precision].input})), or choose one of: "
                         f"{', '.join(taken)}")
+    lacks = runtime.lacks(PRECISIONS[precision])
+    if lacks:
+        raise TypeError(lacks)
     return precision
 
 

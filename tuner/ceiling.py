@@ -5,7 +5,9 @@ among the instructions one interior k-tile issues, a bound on its fraction of th
 The search does not measure a configuration whose ceiling is below half of the best ceiling seen
 in its study, unless the study has nothing better left. A ceiling costs one compile (PTX, ptxas,
 nvdisasm), so it is kept on disk per template and configuration. Only numba-cuda outside the
-simulator, with nvdisasm, can count; elsewhere nothing is pruned.
+simulator, with nvdisasm, can count; elsewhere nothing is pruned. Tensor-core kernels have no
+ceiling: an HMMA keeps its pipe busy for several cycles, so its share of the issued instructions
+bounds nothing.
 """
 import json
 import os
@@ -38,7 +40,7 @@ class Ceilings:
         from .resources import CountUnavailable, ptxas_path
         from .sass import NoDisassembler, nvdisasm_beside
 
-        if runtime.simulated or not space.backend.counts_resources:
+        if runtime.simulated or not space.backend.counts_resources or space.precision.tensor_cores:
             return None
         try:
             nvdisasm_beside(ptxas_path())

@@ -209,8 +209,9 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
         else:
             try:
                 resources = count(space, config, directory=Path(kernels)).as_dict()
-            except CountUnavailable:  # no ptxas here: PTX alone
-                compile_ptx(space, config, directory=Path(kernels))
+            except CountUnavailable:  # no ptxas here: PTX alone (a tensor-core kernel's would link nothing)
+                if not space.precision.tensor_cores:
+                    compile_ptx(space, config, directory=Path(kernels))
     except OSError as error:  # the kernel directory or the disk, not the variant
         return {"seconds": time.perf_counter() - start, "fatal": str(error)}
     except Exception as error:  # the variant's failure, reported with its reason

@@ -121,7 +121,7 @@ class WarpConfig(Tiling):
     block_k: int = 16
     warp_m: int = 32
     warp_n: int = 32
-    pad: int = 4  # extra elements per shared-memory row: 4 spreads a fragment's rows over the banks
+    pad: int = 4  # extra elements per shared-memory row, against bank conflicts of the fragment loads
     transpose_a: bool = False
     prefetch: bool = True
     double_buffer: bool = False

@@ -13,7 +13,7 @@ from functools import cache
 
 import numpy as np
 
-from .config import Config
+from .config import Tiling
 from .dtypes import Precision
 from .problem import Problem
 
@@ -58,7 +58,7 @@ class Family:
         """A and B as the kernel takes them (the same arrays, for this family)."""
         return A, B
 
-    def verification(self, config: Config, dtype: str) -> Problem:
+    def verification(self, config: Tiling, dtype: str) -> Problem:
         """A small problem with edge tiles in every dimension and two k-tiles, to verify a
         configuration on before trusting it."""
         return self.problem(config.block_m + 1, config.block_n + 1, 2 * config.block_k + 1, dtype)
@@ -83,7 +83,7 @@ class Family:
                                    precision.accumulate)
         return f"void({operand}, {operand}, {output}, {scalar}, {scalar})"
 
-    def parts(self, A, B, C, config: Config, grid_rows: int) -> list[tuple]:
+    def parts(self, A, B, C, config: Tiling, grid_rows: int) -> list[tuple]:
         """The (A, B, C) of each launch: one, or one per band of rows that fits a grid's
         `grid_rows` row tiles."""
         rows, m = config.block_m * grid_rows, tuple(C.shape)[0]
@@ -91,7 +91,7 @@ class Family:
             return [(A, B, C)]
         return [(A[first:first + rows], B, C[first:first + rows]) for first in range(0, m, rows)]
 
-    def grid(self, config: Config, c_shape: tuple) -> tuple[int, ...]:
+    def grid(self, config: Tiling, c_shape: tuple) -> tuple[int, ...]:
         """Blocks per grid for a C of this shape: (column tiles, row tiles)."""
         *_, m, n = tuple(c_shape)
         return (-(-n // config.block_n), -(-m // config.block_m))

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import cache, simulator
-from .config import Config
+from .config import Tiling
 from .source import render
 from .space import Space
 
@@ -166,7 +166,7 @@ class Kernel:
     """A compiled-on-demand kernel of one family with what it takes to launch it."""
 
     space: Space
-    config: Config
+    config: Tiling
     path: Path
     function: object  # the Numba dispatcher: function[grid, block](A, B, C, alpha, beta)
 
@@ -227,7 +227,7 @@ class Kernel:
             raise ValueError(f"shapes do not chain: A {A.shape} @ B {B.shape} -> C {C.shape}")
 
 
-def load(space: Space, config: Config, directory: Path | None = None) -> Kernel:
+def load(space: Space, config: Tiling, directory: Path | None = None) -> Kernel:
     """Render, write and import the kernel for `config` in `space` (kernel files in `directory`,
     by default kernel_dir())."""
     module = import_source(render(space, config, simulated=simulator.simulating()), space.backend.module, directory)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import Config
+from .config import Tiling
 from .kernel import Kernel, load
 from .problem import Problem
 from .record import Measurement
@@ -101,7 +101,7 @@ def time_launch(runtime: Runtime, launch, protocol: Protocol) -> list[float]:
             return times
 
 
-def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, operands: Operands,
+def measure(runtime: Runtime, space: Space, problem: Problem, config: Tiling, operands: Operands,
             protocol: Protocol, kernels: Path | None = None) -> Measured:
     """Compile (or load from Numba's disk cache), verify and time one statically valid
     configuration (its file in `kernels`, by default kernel.kernel_dir()), with the wall seconds
@@ -143,7 +143,7 @@ def measure(runtime: Runtime, space: Space, problem: Problem, config: Config, op
     ), tuple(times), phases, resources)
 
 
-def verify_config(runtime: Runtime, space: Space, problem: Problem, config: Config, kernels: Path | None = None) -> str:
+def verify_config(runtime: Runtime, space: Space, problem: Problem, config: Tiling, kernels: Path | None = None) -> str:
     """Why `config` does not compute `problem` correctly here (its compile or launch error, or its
     error against the float64 reference), or "" when it does."""
     try:

@@ -5,7 +5,8 @@ reports registers per thread, stack frame, spill bytes and shared memory; a tens
 compiled to LTO-IR and linked with the mma wrappers by nvJitLink instead (tuner/mma.py), whose log
 reports the same. Where nvdisasm is installed, the SASS gives the share of multiply-adds (FFMA,
 DFMA, or HMMA on the tensor cores) among the instructions one interior k-tile issues
-(tuner/sass.py): the kernel's static ceiling, as a fraction of its units' peak.
+(tuner/sass.py): for FFMA/DFMA, the kernel's static ceiling as a fraction of the FP32 (FP64)
+peak; for HMMA, a count only (one HMMA keeps the tensor pipe busy for several cycles).
 """
 import importlib.util
 import re

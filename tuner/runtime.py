@@ -85,6 +85,11 @@ class Runtime:
         """Why `problem` would take minutes or more here (on the simulator), or "" if it would not."""
         return simulator.too_slow(problem) if self.simulated else ""
 
+    def lacks(self, precision) -> str:
+        """Why this device cannot run kernels of `precision` (a dtypes.Precision), or "" (the
+        simulator emulates every precision)."""
+        return "" if self.simulated else self.backend.lacks(self.device, precision)
+
     def refuses(self, problem: Problem) -> str:
         """Why `problem` is too large to tune here, or "" if it is not."""
         shape = problem.shape_text

@@ -31,7 +31,10 @@ def jit_options(space: Space, config: Tiling, simulated: bool = False) -> str:
     """The keyword arguments of the kernel's jit decorator. A tensor-core kernel is linked with
     the mma wrappers by link-time optimisation, which inlines them (the simulator takes no `lto`),
     and is not cached on disk: Numba cannot pickle a kernel with linked code."""
-    options = ["cache=True"] if not space.precision.tensor_cores else [] if simulated else ["lto=True"]
+    if not space.precision.tensor_cores:
+        options = ["cache=True"]
+    else:
+        options = [] if simulated else ["lto=True"]
     launch_bounds = launch_bounds_of(space, config)
     if launch_bounds:
         options.append(f"launch_bounds={launch_bounds}")

@@ -89,8 +89,9 @@ class Space:
         """The space of `dtype` (a precision's name) on `backend`; InvalidConfig saying which it takes."""
         precisions = ", ".join(backend.precisions())
         if dtype not in backend.precisions():
-            why = (f"runs on NVIDIA's tensor cores (mma.sync), which {backend.name} has no access to"
-                   if dtype in PRECISIONS else "is not a precision tuner knows")
+            why = ("is not a precision tuner knows" if dtype not in PRECISIONS else
+                   f"runs on NVIDIA's tensor cores (mma.sync), which {backend.name} has no access to"
+                   if PRECISIONS[dtype].tensor_cores else f"is not supported on {backend.name}")
             raise InvalidConfig(f"dtype {dtype!r} {why}; choose one of: {precisions}")
         precision = PRECISIONS[dtype]
         if precision.tensor_cores:

@@ -232,7 +232,10 @@ def get_kernel(m: int, n: int, k: int, dtype: str = "float32", *, backend: str |
     """
     library = _library(backend, cache_dir)
     dtype = _dtype_name(dtype)
-    Space.of(library.runtime.backend, dtype)  # a clear error for a dtype the backend lacks
+    space = Space.of(library.runtime.backend, dtype)  # a clear error for a dtype the backend lacks
+    lacks = library.runtime.lacks(space.precision)
+    if lacks:
+        raise TypeError(lacks)
     with _lock:
         return library.kernel(Problem(m, n, k, dtype))
 

@@ -6,7 +6,7 @@ float16-tc). The k-tile is staged in shared memory as for the CUDA-core kernels 
 same copies), so pad, transpose_a, prefetch and double_buffer mean what they mean there.
 """
 from .config import WarpConfig
-from .space import MAX_LOADS_PER_THREAD, REGISTER_OVERHEAD, Space, words
+from .space import MAX_LOADS_PER_THREAD, Space
 
 DOMAINS = {
     "block_m": (32, 64, 128, 256),
@@ -23,6 +23,15 @@ DOMAINS = {
 # mma.sync calls one k-tile of one warp may unroll into (the template unrolls the whole k-tile):
 # Numba's front end and NVVM compile long straight-line code slowly (docs/kernels.md).
 MAX_UNROLLED_MMAS = 64
+
+# Registers a warp-tile kernel needs besides its fragments and staging: indices, tile and fragment
+# addresses, bounds. Set so that the estimate excludes the 1,024-thread kernel that spilled under
+# its 64-register budget in the sample of bench/results/compile_space_cuda_tf32.jsonl.
+WARP_REGISTER_OVERHEAD = 40
+
+# Accumulators per thread beyond which ptxas spilled: with scalar fragment loads, warp tiles of 128
+# accumulators (64x64, 128x32, 32x128) spilled in 2 of the 7 sampled and in 2 more tried (docs/kernels.md).
+MAX_ACCUMULATORS = 64
 
 
 class WarpSpace(Space):
@@ -46,14 +55,19 @@ class WarpSpace(Space):
         shape = self.shape
         return (config.block_k // shape.k) * (config.warp_m // shape.m) * (config.warp_n // shape.n)
 
+    def accumulators(self, config: WarpConfig) -> int:
+        """float32 accumulators per thread: its share of the warp tile."""
+        shape = self.shape
+        return (config.warp_m // shape.m) * (config.warp_n // shape.n) * shape.c_count
+
     def registers(self, config: WarpConfig) -> int:
-        """An estimate of the 32-bit registers per thread: accumulator fragments, the A and B
-        fragments of one k-step, staging. A lower bound; ptxas's count comes from the resources."""
-        shape, element = self.shape, words(self.precision.input_bytes)
-        tiles_m, tiles_n = config.warp_m // shape.m, config.warp_n // shape.n
-        fragments = tiles_m * tiles_n * shape.c_count + (tiles_m * shape.a_count + tiles_n * shape.b_count) * element
-        staged = sum(config.loads_per_thread) * element
-        return fragments + (staged if config.prefetch else 0) + REGISTER_OVERHEAD
+        """An estimate of the 32-bit registers per thread: accumulators, the A and B fragments of one
+        k-step (two float16 to a register), staging. A lower bound; ptxas's count comes from the resources."""
+        shape, size = self.shape, self.precision.input_bytes
+        fragments = (config.warp_m // shape.m * shape.a_count + config.warp_n // shape.n * shape.b_count) * size
+        staged = sum(config.loads_per_thread) * max(size, 4)
+        return (self.accumulators(config) + -(-fragments // 4) + (staged // 4 if config.prefetch else 0)
+                + WARP_REGISTER_OVERHEAD)
 
     def broken_rules(self, config: WarpConfig) -> list[str]:
         """The hard rules `config` breaks: the mma's shape, how warps tile the block, and the backend's limits."""
@@ -69,8 +83,11 @@ class WarpSpace(Space):
         return self._over_limits(config, self.registers(config), "the warp tile")
 
     def pruned_by(self, config: WarpConfig) -> list[str]:
-        """What the search skips although it would run: too long to compile."""
+        """What the search skips although it would run: too long to compile, or spilling."""
         reasons = []
+        if self.accumulators(config) > MAX_ACCUMULATORS:
+            reasons.append(f"the {config.warp_m}x{config.warp_n} warp tile takes {self.accumulators(config)} "
+                           f"accumulators per thread, over {MAX_ACCUMULATORS}: such tiles spilled registers")
         if max(config.loads_per_thread) > MAX_LOADS_PER_THREAD:
             reasons.append(f"each of {config.threads} threads would copy {max(config.loads_per_thread)} "
                            f"elements of a tile per k-tile, over {MAX_LOADS_PER_THREAD}")

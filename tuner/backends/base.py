@@ -46,6 +46,10 @@ class Backend:
     driver_init: str  # the driver library's initialisation function
     driver_count: str  # the driver library's device-count function
 
+    def lacks(self, device: Device, precision) -> str:
+        """Why `device` cannot run kernels of `precision` (a dtypes.Precision its compiler takes), or ""."""
+        return ""
+
     def precisions(self) -> list[str]:
         """The names of the precisions its kernels can be generated for."""
         return [name for name, precision in PRECISIONS.items()

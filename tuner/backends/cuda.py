@@ -11,6 +11,8 @@ _LANES = {
     (8, 9): (128, 2), (9, 0): (128, 64), (10, 0): (128, 64), (12, 0): (128, 2),
 }
 
+TENSOR_CORE_ARCH = 80  # the first compute capability with the mma.sync shapes of tuner/mma.py (sm_80)
+
 
 def _nvidia_driver() -> str:
     """The NVIDIA kernel driver's version (such as 580.65.06), where Linux exposes it."""
@@ -24,6 +26,14 @@ def _nvidia_driver() -> str:
 
 class CudaBackend(Backend):
     """numba-cuda: found through libcuda, described through numba.cuda."""
+
+    def lacks(self, device: Device, precision) -> str:
+        """The tensor-core shapes (mma.sync m16n8k8 with TF32, m16n8k16 with float16, and cvt.rna.tf32)
+        need compute capability 8.0 or newer."""
+        if precision.tensor_cores and int(device.arch.removeprefix("sm_")) < TENSOR_CORE_ARCH:
+            return (f"{precision.name} needs the mma.sync of compute capability 8.0 or newer, and this GPU "
+                    f"({device.name}) is {device.arch}; use float32 or float16")
+        return ""
 
     def driver_libraries(self) -> list[str]:
         return ["libcuda.so.1"]

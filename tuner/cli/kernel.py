@@ -59,7 +59,8 @@ def _resources(args) -> None:
            if resources.fma_fraction is not None else f"fma_fraction=none ({resources.fma_fraction_missing})")
     print(f"registers={resources.registers} stack={resources.stack_bytes}B "
           f"spill stores={resources.spill_store_bytes}B spill loads={resources.spill_load_bytes}B "
-          f"shared={resources.shared_bytes}B compile_ptx={resources.ptx_seconds:.2f}s "
+          f"shared={resources.shared_bytes}B {'compile_link' if space.precision.tensor_cores else 'compile_ptx'}="
+          f"{resources.ptx_seconds:.2f}s "
           f"compile={resources.compile_seconds:.2f}s {fma}{'  SPILLS' if resources.spills else ''}")
 
 

@@ -8,6 +8,7 @@ import sys
 from .. import cache, family, simulator
 from ..backends import BACKENDS, SIMULATOR_DEFAULT, get_backend
 from ..compile_ahead import default_workers
+from ..dtypes import PRECISIONS
 from ..problem import Problem
 from ..runtime import NoGPU, Runtime, detect_runtime, open_runtime
 from ..sampler import SAMPLERS
@@ -46,6 +47,9 @@ def default_trials(runtime: Runtime) -> int:
 def _problem(args, runtime: Runtime) -> Problem:
     shape = args.shape or (simulator.SHAPE if runtime.simulated else DEFAULT_SHAPE)
     problem = family.chosen(args).problem_of(tuple(shape), args, args.dtype)
+    lacks = runtime.lacks(PRECISIONS[args.dtype])
+    if lacks:
+        raise ValueError(lacks)
     refusal = runtime.refuses(problem)
     if refusal:
         raise ValueError(f"--shape {refusal}; pass a smaller --shape")

@@ -5,7 +5,7 @@ import argparse
 from dataclasses import dataclass
 
 from ..arrays import stack_of_one
-from ..config import Config
+from ..config import Tiling
 from ..family import Family
 from ..problem import Problem
 
@@ -79,11 +79,11 @@ class Batched(Family):
         """A and B as stacks: a 2-D operand becomes a stack of one, which the kernel broadcasts."""
         return tuple(stack_of_one(operand) if len(operand.shape) == 2 else operand for operand in (A, B))
 
-    def verification(self, config: Config, dtype: str) -> BatchedProblem:
+    def verification(self, config: Tiling, dtype: str) -> BatchedProblem:
         """Three products with edge tiles in every dimension and two k-tiles."""
         return BatchedProblem(config.block_m + 1, config.block_n + 1, 2 * config.block_k + 1, dtype, batch=3)
 
-    def parts(self, A, B, C, config: Config, grid_rows: int) -> list[tuple]:
+    def parts(self, A, B, C, config: Tiling, grid_rows: int) -> list[tuple]:
         """One launch per GRID_LAYERS products of the stack; an operand of one matrix is shared."""
         m, batch = tuple(C.shape)[1], tuple(C.shape)[0]
         if -(-m // config.block_m) > grid_rows:
@@ -96,7 +96,7 @@ class Batched(Family):
         return [(layers(A, first), layers(B, first), C[first:first + GRID_LAYERS])
                 for first in range(0, batch, GRID_LAYERS)]
 
-    def grid(self, config: Config, c_shape: tuple) -> tuple[int, ...]:
+    def grid(self, config: Tiling, c_shape: tuple) -> tuple[int, ...]:
         """(column tiles, row tiles, products)."""
         batch, m, n = tuple(c_shape)
         return (-(-n // config.block_n), -(-m // config.block_m), batch)
