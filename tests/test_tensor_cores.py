@@ -138,7 +138,7 @@ def test_a_precision_the_matrices_cannot_take_is_a_clear_error(arrays, precision
 
 
 def test_a_tensor_core_search_writes_a_record_that_matmul_and_the_report_then_use(tmp_path):
-    assert main(["search", "--backend", "cuda", "--simulate", "--dtype", "tf32", "--trials", "2",
+    assert main(["search", "--backend", "cuda", "--simulate", "--dtype", "tf32", "--trials", "1",
                  "--shape", "24", "40", "20", "--cache-dir", str(tmp_path / "cache")]) == 0
     stored = cache.Catalog.read(tmp_path / "cache").select(dtype="tf32")
     assert len(stored) == 1 and isinstance(stored[0].record.best.config, WarpConfig)
