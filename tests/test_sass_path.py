@@ -53,3 +53,21 @@ def test_a_path_must_issue_every_load():
     assert sass.k_tile_path(SKIPPABLE, multiply_adds=1, loads=0)["issued"] == 3
     path = sass.k_tile_path(SKIPPABLE, multiply_adds=1, loads=1)
     assert path["issued"] == 5 and path["opcodes"]["LDG.E"] == 1
+
+
+UNROLLED = """
+.L_x_1:
+        /*0000*/                   LDG.E R3, desc[UR4][R4.64] ;
+        /*0010*/                   HMMA.1688.F32.TF32 R8, R2, R6, R8 ;
+        /*0020*/                   LDG.E R3, desc[UR4][R4.64] ;
+        /*0030*/                   HMMA.1688.F32.TF32 R8, R2, R6, R8 ;
+        /*0040*/               @P3 BRA `(.L_x_1) ;
+        /*0050*/                   EXIT ;
+"""
+
+
+def test_a_k_tile_loop_that_ptxas_unrolled_is_counted_per_k_tile():
+    """Two k-tiles of one mma each in one trip: counts per k-tile, HMMA (with its modifiers) a multiply-add."""
+    path = sass.k_tile_path(UNROLLED, multiply_adds=1, loads=1)
+    assert path["k_tiles_per_trip"] == 2 and path["multiply_adds"] == 1 and path["issued"] == 2.5
+    assert path["opcodes"] == {"LDG.E": 1, "HMMA.1688.F32.TF32": 1, "BRA": 0.5}

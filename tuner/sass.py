@@ -6,8 +6,9 @@ the most multiply-adds (FFMA/DFMA, or HMMA: one tensor-core mma each). Inside it
 interior block is the cheapest way through the loop body that still issues every global load of
 the tile: bounds-checked loads sit in branches that skip them, and a path skipping loads is an
 edge block. Instructions inside an inner loop (the rolled k loop)
-count once per trip, the trips being whatever gives the tile's multiply-adds. This is a static
-count of issued instructions, with no latencies: a bound, not a timing.
+count once per trip, the trips being whatever gives the tile's multiply-adds; where ptxas unrolled
+the k-tile loop, a trip's counts are divided by the k-tiles it holds. This is a static count of
+issued instructions, with no latencies: a bound, not a timing.
 """
 import collections
 import re
@@ -104,9 +105,13 @@ def k_tile_path(sass: str, multiply_adds: int, loads: int) -> dict:
     if not finals:
         raise ValueError("no path through the k-tile loop issues every load")
     cost, ops = min(finals, key=lambda s: s[0])
-    ops = {op: round(n, 2) for op, n in sorted(ops.items(), key=lambda item: -item[1])}
+    # ptxas may unroll the k-tile loop itself: then one trip issues a whole number of k-tiles.
+    ratio = sum(n for op, n in ops.items() if _multiply_add(op)) / multiply_adds
+    per_trip = round(ratio) if ratio >= 2 and abs(ratio - round(ratio)) < 1e-6 else 1
+    ops = {op: round(n / per_trip, 2) for op, n in sorted(ops.items(), key=lambda item: -item[1])}
+    cost /= per_trip
     fma = sum(n for op, n in ops.items() if _multiply_add(op))
     shared = sum(n for op, n in ops.items() if op.startswith("LDS"))
     return {"issued": round(cost, 2), "multiply_adds": round(fma, 2), "inner_trips": round(trips, 2),
-            "issued_per_multiply_add": round(cost / fma, 3), "shared_loads": round(shared, 2),
-            "opcodes": ops}
+            "k_tiles_per_trip": per_trip, "issued_per_multiply_add": round(cost / fma, 3),
+            "shared_loads": round(shared, 2), "opcodes": ops}
