@@ -16,6 +16,7 @@ without it (not tried: making PTX of the wrappers needs a driver) each call goes
 memory. On Numba's simulator, which cannot run CUDA C, `functions()` gives Python emulations with
 the same per-thread semantics.
 """
+import threading
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -26,6 +27,7 @@ from numba import cuda
 from .simulator import simulating
 
 SOURCE = "mma.cu"  # in tuner.templates
+_lane_calls = threading.local()  # the emulation's calls per simulated thread
 
 
 @dataclass(frozen=True)
@@ -102,27 +104,32 @@ def source() -> str:
 
 def _emulate(shape: Shape, d, a, b):
     """One lane's part of the warp's mma on the simulator, where a block's threads are Python
-    threads: each lane writes its fragments into the warp's shared scratch, the block synchronises,
-    each lane computes its D elements from the whole (rounded) A, B and C in float64 and rounds
-    them to float32, and the block synchronises again before the scratch is reused. So every warp
-    of the block must make the same number of calls (on a GPU, all lanes of a warp must)."""
+    threads: each lane writes its A and B fragments into the warp's shared scratch, the block
+    synchronises, and each lane computes its D elements from the whole (rounded) A and B in float64
+    plus its own C, rounded to float32. Successive calls alternate between two scratch arrays, so
+    one barrier per call suffices: a lane can write a scratch again only after the next call's
+    barrier, which every lane reaches only once done reading it. So every warp of the block must
+    make the same number of calls (on a GPU, all lanes of a warp must)."""
     block = cuda.blockDim
     linear = cuda.threadIdx.x + block.x * (cuda.threadIdx.y + block.y * cuda.threadIdx.z)
     warp, lane = linear // 32, linear % 32
     warps = -(-block.x * block.y * block.z // 32)
-    scratch = cuda.shared.array((warps, 3, 16, 16), np.float64)[warp]  # A, B, C of each warp
+    calls = getattr(_lane_calls, "count", 0)  # this simulated thread's calls so far (a thread per block)
+    _lane_calls.count = calls + 1
+    if calls % 2:  # the simulator tells shared arrays apart by the line that declares them
+        scratch = cuda.shared.array((warps, 2, 16, 16), np.float64)[warp]
+    else:
+        scratch = cuda.shared.array((warps, 2, 16, 16), np.float64)[warp]
     a_at, b_at, c_at = (np.asarray(layout(shape, lane)) for layout in (a_layout, b_layout, c_layout))
     inputs = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
     if shape.name == "tf32":
         inputs = tuple(round_tf32(x) for x in inputs)
     scratch[0][a_at[:, 0], a_at[:, 1]] = inputs[0]
     scratch[1][b_at[:, 0], b_at[:, 1]] = inputs[1]
-    scratch[2][c_at[:, 0], c_at[:, 1]] = np.asarray(d, dtype=np.float32)
     cuda.syncthreads()
     whole_a, whole_b = scratch[0][:shape.m, :shape.k], scratch[1][:shape.k, :shape.n]
     product = whole_a[c_at[:, 0]] * whole_b[:, c_at[:, 1]].T
-    result = (product.sum(axis=1) + scratch[2][c_at[:, 0], c_at[:, 1]]).astype(np.float32)
-    cuda.syncthreads()
+    result = (product.sum(axis=1) + np.asarray(d, dtype=np.float64)[:shape.c_count]).astype(np.float32)
     for i in range(shape.c_count):
         d[i] = result[i]
 
