@@ -174,6 +174,34 @@ def test_a_wide_neighbour_differs_in_one_parameter_by_any_value_and_a_near_one_b
     assert set(sampler._neighbours(point, wide=False)) == {other for other, steps in differ.items() if steps == [1]}
 
 
+@pytest.mark.parametrize("doubling", [True, False])
+def test_a_near_neighbour_may_double_or_halve_a_numeric_value_when_doubling_is_on(doubling, monkeypatch):
+    monkeypatch.setattr(sampler_module, "DOUBLING", doubling)
+    domains = {"x": (16, 32, 48, 64, 96), "flag": (0, 1)}
+    point = (1, 0)  # positions of (32, 0): doubling adds 64, whose position is 3
+    one_step = {(0, 0), (2, 0), (1, 1)}
+    assert set(LocalSearchSampler(domains, lambda values: True, 0)._neighbours(point, wide=False)) == (
+        one_step | {(3, 0)} if doubling else one_step)
+
+
+def test_tpe_moves_suggest_only_new_valid_configurations(space_file, monkeypatch):
+    monkeypatch.setattr(sampler_module, "TPE_SHARE", 1.0)
+    space = recorded.load(space_file)
+    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
+    proposals, tpe = [], sampler._tpe
+    monkeypatch.setattr(sampler, "_tpe", lambda *args: proposals.append(tpe(*args)) or proposals[-1])
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    seen = []
+    for _ in range(60):
+        trial = study.ask()
+        key = tuple(suggest(trial, DOMAINS).values())
+        assert key in space.results and key not in seen
+        seen.append(key)
+        answer(study, trial, "measured", 1.0 / (space.results[key].seconds or float("inf")), 0.0)
+    taken = [proposal for proposal in proposals if proposal is not None]
+    assert len(proposals) == 60 - sampler_module.STARTUP and len(taken) > len(proposals) / 2
+
+
 def test_the_default_search_skips_what_other_workers_run_and_what_is_queued(space_file):
     space = recorded.load(space_file)
     sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)

@@ -10,10 +10,10 @@ study's trials, so a resumed study, or several workers on one study, go on where
 2. Then, with probability 1 - GLOBAL_SHARE, a local move: take the evaluated configurations
    best first, and the first two that have unseen neighbours (configurations that differ from
    one of them in one parameter by one step of that parameter's ordered domain: a power of two
-   up or down, a flag flipped). A WIDE_SHARE of the suggestions take wide neighbours instead,
-   which differ in one parameter by any other value, so that a domain along whose order the
-   performance is not smooth is crossed in one move (none by default: leave-one-space-out
-   kept 0, see docs/search.md). Among those neighbours, suggest the one a TPE-style model
+   up or down, a flag flipped; with DOUBLING, also twice or half a numeric value in its domain).
+   A WIDE_SHARE of the suggestions take wide neighbours instead, which differ in one parameter
+   by any other value, so that a domain along whose order the performance is not smooth is
+   crossed in one move. Among those neighbours, suggest the one a TPE-style model
    prefers: the ratio of the parameter-value densities of the best quarter of the evaluated
    configurations to the rest, with ordinal smoothing, plus Gumbel noise for ties.
 3. Otherwise, or when no evaluated configuration has unseen neighbours, a global move: among
@@ -23,10 +23,16 @@ study's trials, so a resumed study, or several workers on one study, go on where
    keeps what the best configurations have in common together, so the search jumps to a
    distant region that shares it, where one-step moves would cross many worse ones.
 
+A TPE_SHARE of the suggestions after the start take a proposal of Optuna's multivariate TPE
+instead, if one of TPE_TRIES is unseen and valid. DOUBLING, WIDE_SHARE and TPE_SHARE are off by
+default: leave-one-space-out kept the default without them (docs/search.md).
+
 Seen means evaluated, running in another worker, or queued, so nothing is suggested twice. A
 failed or infeasible configuration counts as the worst value. Evidence for the design, and how
 its constants were chosen across recorded spaces, is in docs/search.md.
 """
+import warnings
+
 import numpy as np
 import optuna
 from optuna.distributions import CategoricalDistribution
@@ -42,6 +48,13 @@ GLOBAL_SHARE = 0.25
 # The share of suggestions after the start whose local move is wide: to any other value of one
 # parameter, not one step along its domain (drawn apart from the global share while they sum to 1 or less).
 WIDE_SHARE = 0.0
+# The share of suggestions after the start that take a proposal of Optuna's multivariate TPE, the
+# first of TPE_TRIES that is an unseen valid configuration (a local or global move if none is).
+TPE_SHARE = 0.0
+TPE_TRIES = 5
+# Whether a local move may also double or halve a numeric parameter (when its domain has that
+# value), so that a domain of multiples of 16 is crossed along its powers of two.
+DOUBLING = False
 # The most evaluated configurations the global move's joint density is centred on.
 GOOD_CAP = 25
 # The joint density's kernel: the weight kept on a best configuration's own value of a
@@ -75,10 +88,14 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         self.barren = -1  # how many configurations were seen when a search found no unseen one
         self.rng = np.random.default_rng(seed)
         self.fallback = optuna.samplers.RandomSampler(seed)
+        self.tpe = None  # made on its first use
+        self.seed = seed
 
     def reseed_rng(self) -> None:
         self.rng = np.random.default_rng()
         self.fallback.reseed_rng()
+        self.tpe = None
+        self.seed = None
 
     def infer_relative_search_space(self, study, trial) -> dict:
         return {name: CategoricalDistribution(list(domain)) for name, domain in self.domains.items()}
@@ -96,6 +113,8 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         evaluated = list(scores)
         if len(evaluated) < STARTUP:
             candidates = self._anywhere(seen, 1)
+        elif TPE_SHARE and self.rng.random() < TPE_SHARE and (proposal := self._tpe(study, trial, search_space, seen)):
+            candidates = [proposal]
         else:
             ranked = np.array(evaluated)[np.argsort(-np.array(list(scores.values())), kind="stable")]
             draw = self.rng.random()
@@ -111,6 +130,18 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
 
     def sample_independent(self, study, trial, param_name, param_distribution):
         return self.fallback.sample_independent(study, trial, param_name, param_distribution)
+
+    def _tpe(self, study, trial, search_space: dict, seen: set) -> tuple | None:
+        """The first of TPE_TRIES proposals of Optuna's multivariate TPE that is unseen and valid."""
+        if self.tpe is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                self.tpe = optuna.samplers.TPESampler(seed=self.seed, multivariate=True)
+        for _ in range(TPE_TRIES):
+            point = self._point(self.tpe.sample_relative(study, trial, search_space))
+            if point is not None and point not in seen and self._valid(point):
+                return point
+        return None
 
     def _outcome(self, study, trial) -> tuple[tuple | None, float | None]:
         """The trial's configuration (a queued one's too) as a point, None if outside the space;
@@ -213,14 +244,18 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
 
     def _neighbours(self, point: tuple, wide: bool) -> list[tuple]:
         """The valid configurations that differ from `point` in one parameter: by one step of its
-        ordered domain, or if `wide` by any other value."""
+        ordered domain or, with DOUBLING, to twice or half its value; or if `wide` by any other value."""
         if (point, wide) in self.adjacent:
             return self.adjacent[point, wide]
         found = self.adjacent[point, wide] = []
-        for dimension, size in enumerate(self.sizes):
-            for index in range(size) if wide else (point[dimension] - 1, point[dimension] + 1):
-                if 0 <= index < size and index != point[dimension]:
-                    moved = point[:dimension] + (index,) + point[dimension + 1:]
+        for dimension, (size, domain) in enumerate(zip(self.sizes, self.domains.values())):
+            index = point[dimension]
+            moves = set(range(size)) if wide else {index - 1, index + 1}
+            if DOUBLING and not wide and _numeric(domain[index]):
+                moves |= {self.positions[dimension].get(domain[index] * factor, -1) for factor in (2, 0.5)}
+            for other in sorted(moves):
+                if 0 <= other < size and other != index:
+                    moved = point[:dimension] + (other,) + point[dimension + 1:]
                     if self._valid(moved):
                         found.append(moved)
         return found
@@ -237,6 +272,10 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
             preference += np.log(_density(good[:, dimension], size)[values])
             preference -= np.log(_density(rest[:, dimension], size)[values])
         return preference
+
+
+def _numeric(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value != 0
 
 
 def _density(values: np.ndarray, size: int) -> np.ndarray:
