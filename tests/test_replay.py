@@ -126,18 +126,25 @@ def test_a_sweep_cut_off_mid_line_is_read_up_to_its_last_whole_line(tmp_path):
     assert len(recorded.load(path).results) == 1
 
 
+def _new_valid_suggestions(study, space, trials: int) -> list:
+    """The configurations `study` suggests in `trials` asks, each checked to be valid in the recorded
+    `space` and new, and answered with its recorded speed."""
+    seen = []
+    for _ in range(trials):
+        trial = study.ask()
+        key = tuple(suggest(trial, DOMAINS).values())
+        assert key in space.results and key not in seen
+        seen.append(key)
+        answer(study, trial, "measured", 1.0 / (space.results[key].seconds or float("inf")), 0.0)
+    return seen
+
+
 def test_the_default_search_suggests_only_new_valid_configurations_and_finds_the_optimum(space_file):
     space = recorded.load(space_file)
     for seed in range(5):
         study = optuna.create_study(direction="maximize", sampler=LocalSearchSampler(
             DOMAINS, lambda values: values in space.results, seed))
-        seen = []
-        for _ in range(60):
-            trial = study.ask()
-            key = tuple(suggest(trial, DOMAINS).values())
-            assert key in space.results and key not in seen
-            seen.append(key)
-            answer(study, trial, "measured", 1.0 / (space.results[key].seconds or float("inf")), 0.0)
+        seen = _new_valid_suggestions(study, space, 60)
         # Random search would find it within 60 of the 432 valid configurations one time in seven.
         assert BEST in seen, f"seed {seed}"
 
@@ -191,13 +198,7 @@ def test_tpe_moves_suggest_only_new_valid_configurations(space_file, monkeypatch
     proposals, tpe = [], sampler._tpe
     monkeypatch.setattr(sampler, "_tpe", lambda *args: proposals.append(tpe(*args)) or proposals[-1])
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    seen = []
-    for _ in range(60):
-        trial = study.ask()
-        key = tuple(suggest(trial, DOMAINS).values())
-        assert key in space.results and key not in seen
-        seen.append(key)
-        answer(study, trial, "measured", 1.0 / (space.results[key].seconds or float("inf")), 0.0)
+    _new_valid_suggestions(study, space, 60)
     taken = [proposal for proposal in proposals if proposal is not None]
     assert len(proposals) == 60 - sampler_module.STARTUP and len(taken) > len(proposals) / 2
 
