@@ -205,11 +205,11 @@ class Search:
     def _ask(self, outcome: Outcome, pool: CompilePool | None) -> None:
         """Ask for one suggestion: answer it at once if it is invalid or measured already, else
         hold it (while `pool` compiles it) until its turn to be measured."""
-        with shielded():
+        with shielded():  # asking, signing and suggesting all write to the study: none is cut in half
             trial = self.study.ask()
             self._asked[trial.number] = trial
             self.shared.sign(trial)
-        params = suggest(trial, self.space.domains())
+            params = suggest(trial, self.space.domains())
         config, key = self.space.config_type(**params), config_key(params)
         broken, pruned = self.space.reasons(config)
         if broken or pruned:
