@@ -147,7 +147,7 @@ def test_the_tensor_core_probe_verifies_the_tuners_kernels_through_the_emulation
     """bench/tensor_core_probe.py's dry run: the untuned default (edge tiles in M, N and K), verified
     against float64 with tf32's tolerance (float16-tc's kernels are verified in test_tensor_cores.py)."""
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "tensor_core_probe.py"), str(tmp_path),
-                           "--shapes", "20,70,24", "--probe", "default", "--precisions", "tf32"],
+                           "--shapes", "20,40,24", "--probe", "default", "--precisions", "tf32"],
                           capture_output=True, text=True,
                           env=os.environ | {"NUMBA_ENABLE_CUDASIM": "1", "TUNER_CACHE_DIR": str(tmp_path / "cache")})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
