@@ -13,6 +13,7 @@ from types import ModuleType
 from . import simulator
 from .backends import BACKENDS, SIMULATOR_DEFAULT, Backend, NoDevice, get_backend
 from .devices import Device
+from .dtypes import Precision
 from .problem import Problem
 
 
@@ -85,8 +86,8 @@ class Runtime:
         """Why `problem` would take minutes or more here (on the simulator), or "" if it would not."""
         return simulator.too_slow(problem) if self.simulated else ""
 
-    def lacks(self, precision) -> str:
-        """Why this device cannot run kernels of `precision` (a dtypes.Precision), or "" (the
+    def lacks(self, precision: Precision) -> str:
+        """Why this device cannot run kernels of `precision`, or "" (the
         simulator emulates every precision)."""
         return "" if self.simulated else self.backend.lacks(self.device, precision)
 

@@ -87,12 +87,12 @@ class Space:
     @classmethod
     def of(cls, backend: Backend, dtype: str, family: str = "matmul") -> "Space":
         """The space of `dtype` (a precision's name) on `backend`; InvalidConfig saying which it takes."""
-        precisions = ", ".join(backend.precisions())
-        if dtype not in backend.precisions():
+        precisions = backend.precisions()
+        if dtype not in precisions:
             why = ("is not a precision tuner knows" if dtype not in PRECISIONS else
                    f"runs on NVIDIA's tensor cores (mma.sync), which {backend.name} has no access to"
                    if PRECISIONS[dtype].tensor_cores else f"is not supported on {backend.name}")
-            raise InvalidConfig(f"dtype {dtype!r} {why}; choose one of: {precisions}")
+            raise InvalidConfig(f"dtype {dtype!r} {why}; choose one of: {', '.join(precisions)}")
         precision = PRECISIONS[dtype]
         if precision.tensor_cores:
             from .warp_space import WarpSpace
@@ -269,8 +269,9 @@ class Space:
         return config
 
     def default(self) -> Tiling:
-        """The configuration run where none is tuned: 64x64 block tiles of 4x4 per thread (256
-        threads, 8.5 KB of float32 shared memory), within every backend's limits."""
+        """The configuration run where none is tuned: the configuration class's defaults, within
+        every backend's limits (Config: 64x64 block tiles of 4x4 per thread, 256 threads, 8.5 KB of
+        float32 shared memory; WarpConfig: 64x64 block tiles of four 32x32 warp tiles, 128 threads)."""
         return self.check(self.config_type())
 
     def starts(self) -> tuple[Tiling, ...]:

@@ -97,11 +97,6 @@ class WarpSpace(Space):
                            "compiling them takes too long")
         return reasons
 
-    def default(self) -> WarpConfig:
-        """The configuration run where none is tuned: 64x64 block tiles of four 32x32 warp tiles
-        (128 threads), 16-deep k-tiles."""
-        return self.check(WarpConfig())
-
     def starts(self) -> tuple[WarpConfig, ...]:
         """Configurations a search measures first (the seed kernel has no tensor-core form)."""
         return (self.default(),)

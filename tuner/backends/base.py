@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from ..devices import Device
-from ..dtypes import PRECISIONS
+from ..dtypes import PRECISIONS, Precision
 
 
 class NoDevice(Exception):
@@ -46,7 +46,7 @@ class Backend:
     driver_init: str  # the driver library's initialisation function
     driver_count: str  # the driver library's device-count function
 
-    def lacks(self, device: Device, precision) -> str:
+    def lacks(self, device: Device, precision: Precision) -> str:
         """Why `device` cannot run kernels of `precision` (a dtypes.Precision its compiler takes), or ""."""
         return ""
 

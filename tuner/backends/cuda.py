@@ -3,6 +3,7 @@ import re
 from types import ModuleType
 
 from ..devices import Device, software, templates_hash
+from ..dtypes import Precision
 from .base import Backend, Limits
 
 # Vector FMA lanes per streaming multiprocessor, FP32 and FP64, by compute capability.
@@ -27,7 +28,7 @@ def _nvidia_driver() -> str:
 class CudaBackend(Backend):
     """numba-cuda: found through libcuda, described through numba.cuda."""
 
-    def lacks(self, device: Device, precision) -> str:
+    def lacks(self, device: Device, precision: Precision) -> str:
         """The tensor-core shapes (mma.sync m16n8k8 with TF32, m16n8k16 with float16, and cvt.rna.tf32)
         need compute capability 8.0 or newer."""
         if precision.tensor_cores and int(device.arch.removeprefix("sm_")) < TENSOR_CORE_ARCH:
