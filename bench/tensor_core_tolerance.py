@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tuner import DISTRIBUTION
+from tuner.devices import software
 from tuner.mma import round_tf32
 
 SHAPES = ((127, 129, 65), (512, 512, 512), (257, 255, 4096), (64, 64, 8192))
@@ -39,8 +41,8 @@ def main() -> None:
                 error = float(np.linalg.norm(C - exact) / np.linalg.norm(exact))
                 rows.append({"precision": precision, "distribution": name, "shape": [m, n, k], "relative_error": error})
     worst = {p: max(r["relative_error"] for r in rows if r["precision"] == p) for p in ROUNDING}
-    result = {"command": " ".join(["python"] + sys.argv), "device": "none: NumPy on the CPU", "worst": worst,
-              "rows": rows}
+    result = {"command": " ".join(["python"] + sys.argv), "device": "none: NumPy on the CPU",
+              "versions": software((DISTRIBUTION, "numpy")), "worst": worst, "rows": rows}
     Path(sys.argv[1]).write_text(json.dumps(result, indent=1) + "\n")
     for row in rows:
         print(f"{row['precision']:10} {row['distribution']:14} {str(row['shape']):18} {row['relative_error']:.2e}")
