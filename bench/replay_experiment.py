@@ -6,7 +6,7 @@ Kernel Tuner's strategies on every recorded space (docs/search.md).
 Every file in ../shared/data is a space. Raw runs are appended to OUTDIR (default
 bench/results/search_efficiency), and runs already there are skipped, so an interrupted
 experiment continues:
-- candidates-<space>.jsonl: each candidate default (the `local` sampler with the constants in
+- candidates-<space>.jsonl.gz: each candidate default (the `local` sampler with the constants in
   CANDIDATES: the shares of global moves, wide local moves and TPE's proposals, doubling moves
   on or off, and how many configurations offer their neighbours), seeds 0..seeds-1, 400 evaluations
   each (a search does not plan by its budget, so its first N evaluations are the search of budget N);
@@ -23,6 +23,7 @@ commit) and table.md are written from the raw runs, and the tables are printed.
 import argparse
 import concurrent.futures
 import functools
+import gzip
 import json
 import os
 import statistics
@@ -77,12 +78,22 @@ def _run(path: str, kind: str, name: str, seed: int, evaluations: int) -> dict:
             "best_ms": [seconds * 1e3 if seconds != float("inf") else None for seconds in run.best_seconds]}
 
 
+def _open(path: Path, mode: str):
+    """Text lines of a results file; the candidates' files are gzipped (each is megabytes)."""
+    return gzip.open(path, mode + "t") if path.suffix == ".gz" else path.open(mode)
+
+
 def _rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    if not path.exists():
+        return []
+    with _open(path, "r") as file:
+        return [json.loads(line) for line in file]
 
 
 def _out(outdir: Path, path: Path, kind: str) -> Path:
-    return outdir / f"{'candidates' if kind == 'candidate' else 'tuner'}-{_stem(path)}.jsonl"
+    if kind == "candidate":
+        return outdir / f"candidates-{_stem(path)}.jsonl.gz"
+    return outdir / f"tuner-{_stem(path)}.jsonl"
 
 
 def run_replays(spaces: list[Path], outdir: Path, seeds: int, long_seeds: int, workers: int) -> None:
@@ -103,7 +114,7 @@ def run_replays(spaces: list[Path], outdir: Path, seeds: int, long_seeds: int, w
         for future in concurrent.futures.as_completed(futures):
             path, kind = futures[future]
             row = future.result()
-            with _out(outdir, path, kind).open("a") as file:
+            with _open(_out(outdir, path, kind), "a") as file:
                 file.write(json.dumps(row) + "\n")
             print(f"{_stem(path)} {row[kind]} seed {row['seed']}", file=sys.stderr, flush=True)
 
@@ -139,7 +150,7 @@ def summarize(spaces: list[Path], outdir: Path) -> dict:
     for path in spaces:
         optimum_ms = _space(str(path)).optimum * 1e3
         runs = {}
-        for row in _rows(outdir / f"candidates-{_stem(path)}.jsonl"):
+        for row in _rows(_out(outdir, path, "candidate")):
             for budget in BUDGETS:
                 runs.setdefault(f"candidate {row['candidate']}", {}).setdefault(budget, []).append(
                     _fraction(optimum_ms, row["best_ms"], budget))
