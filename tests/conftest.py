@@ -32,3 +32,10 @@ def postgres_server():
 def postgres_url(postgres_server) -> str:
     """The URL of a new, empty PostgreSQL database."""
     return postgres_server.database()
+
+
+@pytest.fixture(autouse=True)
+def no_shipped_records(monkeypatch, tmp_path_factory):
+    """The records shipped in cache/records depend on the GPUs measured so far: tests in this
+    process see none, unless a test ships its own."""
+    monkeypatch.setattr("tuner.cache.shipped_dir", lambda: tmp_path_factory.getbasetemp() / "no-shipped-records")
