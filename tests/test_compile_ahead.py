@@ -163,3 +163,23 @@ def test_a_pooled_search_refuses_an_unsafe_kernel_directory_before_measuring(tmp
     with pytest.raises(OSError, match="can be written by other users"):
         search.run(trials=None, timeout=None, budget=2, compile_workers=1)
     assert not [t for t in search.study.trials if t.state.name == "RUNNING"]
+
+
+def test_a_pooled_search_takes_each_ceiling_from_the_worker_that_compiled_it(tmp_path):
+    """The static count is made beside the compile, in the worker, never in the measuring process."""
+    from tuner.ceiling import Ceilings
+    from tuner.resources import CountUnavailable, ptxas_path
+    from tuner.sass import NoDisassembler, nvdisasm_beside
+
+    try:
+        nvdisasm_beside(ptxas_path())
+    except (CountUnavailable, NoDisassembler) as missing:
+        pytest.skip(f"no ptxas with nvdisasm beside it, so no ceiling can be counted: {missing}")
+    counted_here = []
+    search = Search(open_runtime(CUDA, simulate=True), Problem(16, 16, 16), root=tmp_path)
+    search.ceilings = Ceilings(tmp_path / "ceilings.json", counted_here.append)
+    search.enqueue(QUICK)
+    search.run(trials=None, timeout=None, budget=2, compile_workers=2, warm=False)
+    measured = [t for t in search.study.trials if t.user_attrs.get("kind") == "measured"]
+    assert len(measured) == 2 and counted_here == []
+    assert all(t.user_attrs["ceiling"] == t.user_attrs["resources"]["fma_fraction"] > 0 for t in measured)

@@ -4,7 +4,8 @@ A configuration's ceiling is its fma_fraction (tuner/resources.py): the share of
 among the instructions one interior k-tile issues, a bound on its fraction of the FP32 (FP64) peak.
 The search does not measure a configuration whose ceiling is below half of the best ceiling seen
 in its study, unless the study has nothing better left. A ceiling costs one compile (PTX, ptxas,
-nvdisasm), so it is kept on disk per template and configuration. Only numba-cuda outside the
+nvdisasm), which the compile workers make beside the kernel's (compile_ahead.py), and it is kept on
+disk per template and configuration. Only numba-cuda outside the
 simulator, with nvdisasm, can count; elsewhere nothing is pruned. Tensor-core kernels have no
 ceiling: an HMMA keeps its pipe busy for several cycles, so its share of the issued instructions
 bounds nothing.
@@ -49,11 +50,12 @@ class Ceilings:
         name = f"{space.backend.name}-{space.family.name}-{space.precision.name}-{templates_hash()}.json"
         return cls(root / "ceilings" / name, lambda config: _fma_fraction(space, config))
 
-    def of(self, config: Config) -> float | None:
-        """`config`'s ceiling, counted now if it is not known yet; None if it cannot be counted."""
+    def of(self, config: Config, counted: float | None = None) -> float | None:
+        """`config`'s ceiling: known, else `counted` (a compile worker's count), else counted now;
+        None if it cannot be counted."""
         key = config_key(config.as_dict())
         if key not in self.known:
-            self.known[key] = self.count(config)
+            self.known[key] = counted if counted is not None else self.count(config)
             self._save()
         return self.known[key]
 

@@ -5,9 +5,11 @@ Each worker is a `python -m tuner.compile_ahead` process at a lower priority tha
 disk cache (the kernel directory's `__pycache__`), from where the measuring process loads it in
 milliseconds. On the simulator, which compiles nothing, it compiles the kernel to PTX for sm_90
 and runs ptxas, so that the pool does the real work it would do on a GPU host, and the static
-resource report comes back with it. A tensor-core kernel cannot be cached on disk (Numba cannot
-pickle linked code), so for those it makes the static resource report on a GPU host too, and
-the measuring process compiles the kernel itself. A worker that crashes, runs out of memory or hangs past the
+resource report comes back with it. On a GPU, where the search prunes by static ceilings, it
+makes that report too (`counts`), so that counting never holds up the measuring process. A
+tensor-core kernel cannot be cached on disk (Numba cannot pickle linked code), so for those it
+makes the static resource report on a GPU host too, and the measuring process compiles the kernel
+itself. A worker that crashes, runs out of memory or hangs past the
 timeout fails that variant alone, with the reason, and is replaced.
 """
 import contextlib
@@ -69,7 +71,7 @@ class CompilePool:
 
     `simulated`: the measuring process runs on the simulator, so the workers compile to PTX
     instead of into Numba's disk cache. `kernels`: the kernel directory the measuring process
-    loads from.
+    loads from. `counts`: on a GPU, the static resource report is made beside the disk cache.
     """
 
     backend: str
@@ -79,6 +81,7 @@ class CompilePool:
     workers: int
     timeout: float = TIMEOUT_SECONDS
     family: str = "matmul"
+    counts: bool = False
     _idle: list = field(default_factory=list)
     _busy: list = field(default_factory=list)
     _waiting: deque = field(default_factory=deque)  # (key, config) not yet handed to a worker
@@ -118,7 +121,7 @@ class CompilePool:
             environment.pop("NUMBA_ENABLE_CUDASIM", None)  # the workers compile for real, to PTX
         process = subprocess.Popen(
             [sys.executable, "-m", "tuner.compile_ahead", self.backend, self.dtype, self.kernels,
-             "ptx" if self.simulated else "cache", self.family],
+             "ptx" if self.simulated else "count" if self.counts else "cache", self.family],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
             env={**environment, PARENT: str(os.getpid())}, start_new_session=True)
         return _Worker(process)
@@ -192,7 +195,8 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, config: dict) -> dict:
-    """One job in a worker: compile `config` into the disk cache, or to PTX and through ptxas."""
+    """One job in a worker: compile `config` into the disk cache ("cache"), also counting its
+    resources ("count"), or to PTX and through ptxas ("ptx")."""
     from pathlib import Path
 
     from .backends import get_backend
@@ -204,13 +208,14 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
     resources = None
     try:
         config = space.config_type(**config)
-        if mode == "cache" and not space.precision.tensor_cores:
+        caches = mode != "ptx" and not space.precision.tensor_cores
+        if caches:
             load(space, config, Path(kernels)).compile()
-        else:
+        if not caches or mode == "count":
             try:
                 resources = count(space, config, directory=Path(kernels)).as_dict()
             except CountUnavailable:  # no ptxas here: PTX alone (a tensor-core kernel's would link nothing)
-                if not space.precision.tensor_cores:
+                if not caches and not space.precision.tensor_cores:
                     compile_ptx(space, config, directory=Path(kernels))
     except OSError as error:  # the kernel directory or the disk, not the variant
         return {"seconds": time.perf_counter() - start, "fatal": str(error)}
@@ -239,7 +244,7 @@ def main() -> None:
     os.nice(NICENESS)
     follow_parent()
     backend, dtype, kernels, mode, family = sys.argv[1:6]
-    unavailable = _context_problem(backend) if mode == "cache" else ""
+    unavailable = _context_problem(backend) if mode != "ptx" else ""
     for line in sys.stdin:
         answer = {"seconds": 0.0, "fatal": unavailable} if unavailable else _compile(
             backend, dtype, kernels, mode, family, json.loads(line))

@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 
 from . import cache, record
 from .ceiling import Ceilings, why_not_measure
-from .compile_ahead import CompileAheadFailed, CompilePool
+from .compile_ahead import CompileAheadFailed, Compiled, CompilePool
 from .config import Tiling
 from .kernel import kernel_dir, private_dir
 from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measured, Operands, measure
@@ -151,7 +151,8 @@ class Search:
         self._budget, self._last_evaluated = budget, started
         ahead = compile_workers if self.runtime.backend.compiles_without_gpu or not self.runtime.simulated else 0
         pool = CompilePool(self.runtime.backend.name, self.problem.dtype, str(kernel_dir(self.root)),
-                           self.runtime.simulated, ahead, family=self.problem.family) \
+                           self.runtime.simulated, ahead, family=self.problem.family,
+                           counts=self.ceilings is not None) \
             if ahead else contextlib.nullcontext()
         if ahead:
             private_dir(kernel_dir(self.root))  # an unsafe kernel directory stops the search before any worker starts
@@ -174,7 +175,10 @@ class Search:
                     if decision.earlier is not None:
                         self._answer_from(trial, key, decision.earlier, outcome)
                         continue
-                    measurement = self._measure(trial, config, key, operands, outcome, pool if ahead else None)
+                    compiled = pool.result(key) if ahead else None
+                    if self._below_ceiling(trial, config, compiled, outcome):
+                        continue
+                    measurement = self._measure(trial, config, compiled, operands, outcome)
                     outcome.record, outcome.record_path = self.save()
                     if progress:
                         progress(outcome, measurement, self.best_gflops())
@@ -216,15 +220,14 @@ class Search:
             self._tell_invalid(trial, len(broken) + len(pruned), outcome, broken, pruned)
         elif key in self.history:
             self._answer_from(trial, key, self.history[key], outcome)
-        elif not self._below_ceiling(trial, config, outcome):
+        else:
             self._pending.append((trial, config, key))
             if pool:
                 pool.submit(key, params)
 
-    def _measure(self, trial, config: Tiling, key: str, operands: Operands, outcome: Outcome,
-                 pool: CompilePool | None) -> record.Measurement:
-        """Measure the claimed `trial` (compiled ahead by `pool`, if any) and tell the study."""
-        compiled = pool.result(key) if pool else None
+    def _measure(self, trial, config: Tiling, compiled: Compiled | None, operands: Operands,
+                 outcome: Outcome) -> record.Measurement:
+        """Measure the claimed `trial` (`compiled` ahead by a worker, if it was) and tell the study."""
         if compiled and compiled.fatal:
             raise CompileAheadFailed(compiled.fatal)
         if compiled and compiled.error:
@@ -262,10 +265,13 @@ class Search:
         outcome.invalid += 1
         outcome.unmeasured_in_a_row += 1
 
-    def _below_ceiling(self, trial, config: Tiling, outcome: Outcome) -> bool:
+    def _below_ceiling(self, trial, config: Tiling, compiled: Compiled | None, outcome: Outcome) -> bool:
         """Whether `config`'s static ceiling rules it out (ceiling.py), told as invalid with the
-        reason. Its ceiling joins the study's as a trial attribute either way."""
-        ceiling = self.ceilings.of(config) if self.ceilings else None
+        reason; decided when its turn to be measured comes, from the count its compile worker
+        made (`compiled`), else counted here. Its ceiling joins the study's as a trial attribute."""
+        if self.ceilings is None or (compiled and (compiled.error or compiled.fatal)):
+            return False
+        ceiling = self.ceilings.of(config, (compiled.resources or {}).get("fma_fraction") if compiled else None)
         if ceiling is None:
             return False
         reason = why_not_measure(ceiling, self.best_ceiling, outcome.unmeasured_in_a_row)
