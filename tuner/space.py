@@ -37,7 +37,7 @@ SEED = Config(
 )
 
 # Per dtype, the configuration with the highest static ceiling that compiles without spills, among
-# bench/ceilings.py's candidates (docs/kernels.md): what a GPU run times first.
+# bench/ceilings.py's candidates (docs/kernels.md): a search measures it among the first.
 _VECTOR_8X8 = Config(block_m=128, block_n=128, block_k=16, thread_m=8, thread_n=8, unroll_k=16, pad=4,
                      transpose_a=True, prefetch=True, vector_fragments=True)
 FLAGSHIPS = {"float32": _VECTOR_8X8, "float64": replace(_VECTOR_8X8, min_blocks=1)}
@@ -275,9 +275,10 @@ class Space:
         return self.check(self.config_type())
 
     def starts(self) -> tuple[Tiling, ...]:
-        """Configurations a search measures first, after those of earlier records: the default and
-        the seed's kernel."""
-        return (self.default(), SEED)
+        """Configurations a search measures first, after those of earlier records: the default, the
+        seed's kernel, and the dtype's flagship where this backend can run it."""
+        flagship = FLAGSHIPS.get(self.precision.name)
+        return (self.default(), SEED) + ((flagship,) if flagship and not self.violations(flagship) else ())
 
     def __iter__(self):
         """Every valid configuration, in a stable order."""
