@@ -9,7 +9,7 @@ rm -rf .whl
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
-  optuna==5.0.0 alembic==1.20.1 colorlog==6.12.0 Mako==1.4.3 SQLAlchemy==2.1.9 platformdirs==4.14.7
+  optuna==5.0.0 alembic==1.20.1 colorlog==6.12.0 Mako==1.4.3 SQLAlchemy==2.1.9 platformdirs==4.14.7 numpy==2.4.6
 # tuner itself, built here so that the GPU machine installs it without building anything.
 python3 -m pip wheel -q --no-deps -w .whl .
 rm -rf build ./*.egg-info
