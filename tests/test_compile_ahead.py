@@ -183,3 +183,35 @@ def test_a_pooled_search_takes_each_ceiling_from_the_worker_that_compiled_it(tmp
     measured = [t for t in search.study.trials if t.user_attrs.get("kind") == "measured"]
     assert len(measured) == 2 and counted_here == []
     assert all(t.user_attrs["ceiling"] == t.user_attrs["resources"]["fma_fraction"] > 0 for t in measured)
+
+
+def test_a_counting_worker_compiles_into_the_cache_then_counts_and_a_failed_count_fails_nothing(tmp_path, monkeypatch):
+    """Mode "count" (a GPU host where the search prunes by ceilings): Numba's compile, then the
+    static report; a count that fails leaves the variant to be measured, unpruned."""
+    from types import SimpleNamespace
+
+    from tuner import kernel, resources
+
+    compiled = []
+    monkeypatch.setattr(kernel, "load", lambda space, config, directory: SimpleNamespace(
+        compile=lambda: compiled.append(config)))
+    monkeypatch.setattr(resources, "count", lambda space, config, directory: SimpleNamespace(
+        as_dict=lambda: {"fma_fraction": 0.5}))
+
+    def job(mode):
+        return compile_ahead._compile("cuda", "float32", str(tmp_path), mode, "matmul", SMALL.as_dict())
+
+    assert job("count") == {"seconds": pytest.approx(0, abs=5), "resources": {"fma_fraction": 0.5}}
+    assert job("cache")["resources"] is None and compiled == [SMALL, SMALL]
+
+    def fails(space, config, directory):
+        raise subprocess.CalledProcessError(1, "nvdisasm")
+
+    monkeypatch.setattr(resources, "count", fails)
+    answer = job("count")
+    assert answer["resources"] is None and "error" not in answer and len(compiled) == 3
+
+    started = []
+    monkeypatch.setattr(compile_ahead.subprocess, "Popen", lambda args, **options: started.append(args))
+    CompilePool("cuda", "float32", str(tmp_path), simulated=False, workers=1, counts=True)._start()
+    assert started[0][6] == "count"

@@ -240,9 +240,23 @@ def test_a_configuration_whose_static_ceiling_is_below_half_the_best_is_never_me
     assert Ceilings(tmp_path / "ceilings.json", count).of(SEED) == 0.2 and counted.count(SEED) == 1
 
 
+def test_the_prune_threshold_follows_the_fastest_variant_not_the_highest_ceiling(tmp_path):
+    """For a thin product a small tile with a low ceiling wins: it, not a slower tile with a higher
+    ceiling, sets the threshold, so that small tiles stay in play."""
+    from tuner.ceiling import Ceilings
+
+    search = _search(tmp_path)
+    search.ceilings = Ceilings(tmp_path / "ceilings.json", lambda config: 0.1 * config.thread_m * config.thread_n)
+    search.run(trials=3, timeout=None)
+    measured = _measured(search)
+    fastest = max(measured, key=lambda trial: trial.value)
+    assert len({trial.user_attrs["ceiling"] for trial in measured}) > 1
+    assert search.best_ceiling() == fastest.user_attrs["ceiling"]
+
+
 def test_with_nothing_better_left_the_ceiling_no_longer_prunes():
     from tuner.ceiling import NOTHING_BETTER_LEFT, why_not_measure
 
-    assert "below half of the best seen in the study, 0.80" in why_not_measure(0.3, 0.8, 0)
+    assert "below half of 0.80, the ceiling of the fastest variant measured" in why_not_measure(0.3, 0.8, 0)
     assert why_not_measure(0.5, 0.8, 0) == "" and why_not_measure(None, 0.8, 0) == ""
     assert why_not_measure(0.3, 0.8, NOTHING_BETTER_LEFT) == ""

@@ -2,8 +2,9 @@
 
 A configuration's ceiling is its fma_fraction (tuner/resources.py): the share of multiply-adds
 among the instructions one interior k-tile issues, a bound on its fraction of the FP32 (FP64) peak.
-The search does not measure a configuration whose ceiling is below half of the best ceiling seen
-in its study, unless the study has nothing better left. A ceiling costs one compile (PTX, ptxas,
+The search does not measure a configuration whose ceiling is below half of the ceiling of the
+fastest variant its study has measured (the shape's winner, so small tiles stay in play for thin
+products), unless the study has nothing better left. A ceiling costs one compile (PTX, ptxas,
 nvdisasm), which the compile workers make beside the kernel's (compile_ahead.py), and it is kept on
 disk per template and configuration. Only numba-cuda outside the
 simulator, with nvdisasm, can count; elsewhere nothing is pruned. Tensor-core kernels have no
@@ -22,10 +23,11 @@ from .runtime import Runtime
 from .space import Space
 from .trials import MAX_UNMEASURED_IN_A_ROW, config_key
 
-PRUNE_BELOW = 0.5  # of the best ceiling seen in the study
+PRUNE_BELOW = 0.5  # of the ceiling of the fastest variant measured in the study
 # Suggestions in a row that were not measured after which the study has nothing better left, and
 # configurations are measured whatever their ceiling: half as many as end a run.
 NOTHING_BETTER_LEFT = MAX_UNMEASURED_IN_A_ROW // 2
+NOT_COUNTED = object()  # Ceilings.of: no count was made elsewhere
 
 
 class Ceilings:
@@ -50,12 +52,12 @@ class Ceilings:
         name = f"{space.backend.name}-{space.family.name}-{space.precision.name}-{templates_hash()}.json"
         return cls(root / "ceilings" / name, lambda config: _fma_fraction(space, config))
 
-    def of(self, config: Config, counted: float | None = None) -> float | None:
-        """`config`'s ceiling: known, else `counted` (a compile worker's count), else counted now;
-        None if it cannot be counted."""
+    def of(self, config: Config, counted: float | None | object = NOT_COUNTED) -> float | None:
+        """`config`'s ceiling: known, else `counted` (a compile worker's count, None where it could
+        not count), else counted now; None if it cannot be counted."""
         key = config_key(config.as_dict())
         if key not in self.known:
-            self.known[key] = counted if counted is not None else self.count(config)
+            self.known[key] = self.count(config) if counted is NOT_COUNTED else counted
             self._save()
         return self.known[key]
 
@@ -76,10 +78,11 @@ def _fma_fraction(space: Space, config: Config) -> float | None:
 
 
 def why_not_measure(ceiling: float | None, best: float | None, unmeasured_in_a_row: int) -> str:
-    """Why a configuration with this ceiling is not worth device time, given the best ceiling
-    seen in the study; empty when it is."""
+    """Why a configuration with this ceiling is not worth device time, given the ceiling of the
+    fastest variant measured in the study; empty when it is."""
     if ceiling is None or best is None or unmeasured_in_a_row >= NOTHING_BETTER_LEFT:
         return ""
     if ceiling < PRUNE_BELOW * best:
-        return f"static ceiling {ceiling:.2f} (fma_fraction) is below half of the best seen in the study, {best:.2f}"
+        return (f"static ceiling {ceiling:.2f} (fma_fraction) is below half of {best:.2f}, the ceiling of the "
+                "fastest variant measured in the study")
     return ""

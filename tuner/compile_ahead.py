@@ -3,14 +3,14 @@
 Each worker is a `python -m tuner.compile_ahead` process at a lower priority that reads one job
 (a configuration) per line and answers one line. On a GPU it compiles the kernel into Numba's
 disk cache (the kernel directory's `__pycache__`), from where the measuring process loads it in
-milliseconds. On the simulator, which compiles nothing, it compiles the kernel to PTX for sm_90
-and runs ptxas, so that the pool does the real work it would do on a GPU host, and the static
-resource report comes back with it. On a GPU, where the search prunes by static ceilings, it
-makes that report too (`counts`), so that counting never holds up the measuring process. A
-tensor-core kernel cannot be cached on disk (Numba cannot pickle linked code), so for those it
-makes the static resource report on a GPU host too, and the measuring process compiles the kernel
-itself. A worker that crashes, runs out of memory or hangs past the
-timeout fails that variant alone, with the reason, and is replaced.
+milliseconds; where the search prunes by static ceilings (`counts`), it then makes the kernel's
+static resource report too, so that counting never holds up the measuring process. On the
+simulator, which compiles nothing, it compiles the kernel to PTX for sm_90 and runs ptxas, so that
+the pool does the real work it would do on a GPU host, and the static resource report comes back
+with it. A tensor-core kernel cannot be cached on disk (Numba cannot pickle linked code), so for
+those it makes only the static resource report, and the measuring process compiles the kernel
+itself. A worker that crashes, runs out of memory or hangs past the timeout (both compiles
+together) fails that variant alone, with the reason, and is replaced.
 """
 import contextlib
 import json
@@ -208,14 +208,15 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
     resources = None
     try:
         config = space.config_type(**config)
-        caches = mode != "ptx" and not space.precision.tensor_cores
-        if caches:
+        if mode != "ptx" and not space.precision.tensor_cores:
             load(space, config, Path(kernels)).compile()
-        if not caches or mode == "count":
+            if mode == "count":
+                resources = _count_beside(space, config, Path(kernels))
+        else:
             try:
                 resources = count(space, config, directory=Path(kernels)).as_dict()
             except CountUnavailable:  # no ptxas here: PTX alone (a tensor-core kernel's would link nothing)
-                if not caches and not space.precision.tensor_cores:
+                if not space.precision.tensor_cores:
                     compile_ptx(space, config, directory=Path(kernels))
     except OSError as error:  # the kernel directory or the disk, not the variant
         return {"seconds": time.perf_counter() - start, "fatal": str(error)}
@@ -224,6 +225,22 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
         reason = f"{type(error).__name__}: {text[0] if text else ''}"[:300]
         return {"seconds": time.perf_counter() - start, "error": reason}
     return {"seconds": time.perf_counter() - start, "resources": resources}
+
+
+def _count_beside(space, config, kernels) -> dict | None:
+    """The static resource report of a kernel Numba has compiled; None where it cannot be made,
+    which costs the variant nothing: it is measured, unpruned."""
+    from .resources import count
+    from .sass import NoDisassembler
+
+    try:
+        return count(space, config, directory=kernels).as_dict()
+    except NoDisassembler:
+        return None
+    except OSError:
+        raise  # the kernel directory or the disk: fatal, as for the compile
+    except Exception:  # no ptxas, or ptxas or nvdisasm failed
+        return None
 
 
 def _context_problem(backend: str) -> str:

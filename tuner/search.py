@@ -105,9 +105,6 @@ class Search:
                         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                         if is_measured(trial)}
         self.ceilings = Ceilings.where_countable(runtime, self.space, root)
-        seen = [trial.user_attrs["ceiling"] for trial in self.study.get_trials(deepcopy=False)
-                if trial.user_attrs.get("ceiling") is not None]
-        self.best_ceiling = max(seen, default=None)
 
     def enqueue(self, configs: list[Tiling]) -> list[Tiling]:
         """Queue the configurations the study has neither measured, claimed nor queued; those
@@ -134,6 +131,13 @@ class Search:
     def best_gflops(self) -> float | None:
         values = [trial.value for trial in self.history.values() if passed(trial)]
         return max(values) if values else None
+
+    def best_ceiling(self) -> float | None:
+        """The static ceiling of the fastest variant measured in the study (this shape's winner,
+        which for a thin product is a small tile with a low ceiling); None before one is known."""
+        best = max((trial for trial in self.history.values() if passed(trial)), key=lambda trial: trial.value,
+                   default=None)
+        return best.user_attrs.get("ceiling") if best is not None else None
 
     def run(self, trials: int | None, timeout: float | None, progress=None, warm: bool = True,
             budget: int | None = None, compile_workers: int = 0) -> Outcome:
@@ -271,11 +275,13 @@ class Search:
         made (`compiled`), else counted here. Its ceiling joins the study's as a trial attribute."""
         if self.ceilings is None or (compiled and (compiled.error or compiled.fatal)):
             return False
-        ceiling = self.ceilings.of(config, (compiled.resources or {}).get("fma_fraction") if compiled else None)
+        if compiled:  # the worker's count is final, None included: counting again here would stall the search
+            ceiling = self.ceilings.of(config, (compiled.resources or {}).get("fma_fraction"))
+        else:
+            ceiling = self.ceilings.of(config)
         if ceiling is None:
             return False
-        reason = why_not_measure(ceiling, self.best_ceiling, outcome.unmeasured_in_a_row)
-        self.best_ceiling = max(ceiling, self.best_ceiling or 0.0)
+        reason = why_not_measure(ceiling, self.best_ceiling(), outcome.unmeasured_in_a_row)
         trial.set_user_attr("ceiling", ceiling)
         if reason:
             self._tell_invalid(trial, 1.0, outcome, [], [reason])
