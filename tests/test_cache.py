@@ -140,3 +140,18 @@ def test_a_cache_directory_that_is_a_file_is_refused(tmp_path, monkeypatch, caps
     monkeypatch.setenv("TUNER_CACHE_DIR", str(a_file))
     with pytest.raises(ValueError, match=f"TUNER_CACHE_DIR={a_file} is not a directory"):
         cache.cache_dir()
+
+
+def test_the_shipped_records_are_readable_measured_on_a_gpu_and_filed_under_their_device():
+    from importlib.resources import files
+    from pathlib import Path
+
+    from tuner.record import file_stem
+
+    shipped = Path(str(files("tuner.shipped_cache")))  # the real folder: the test process hides it elsewhere
+    paths = list(cache.record_paths(shipped))
+    assert paths, "cache/records ships no record"
+    for path in paths:
+        found = cache.read_record(path)
+        assert not found.device.simulated and path.parent.name == found.device.slug
+        assert path.stem == file_stem(found.problem)
