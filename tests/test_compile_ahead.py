@@ -89,6 +89,7 @@ def test_a_pooled_search_measures_its_budget_each_configuration_once(tmp_path):
                for t in measured)
     assert not [t for t in trials if t.state.name == "RUNNING"]  # asked ahead and unmeasured: failed, not lost
     assert len(outcome.intervals) == 4 and 0 < outcome.measuring_seconds < outcome.wall_seconds
+    assert 0 < outcome.record.budget.measuring_seconds < outcome.wall_seconds  # not the time held ahead
 
 
 def _compile_workers_of(root) -> list[int]:

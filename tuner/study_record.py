@@ -18,6 +18,12 @@ def _entry(trial, dtype: str) -> record.Entry:
                         record.Measurement(**trial.user_attrs["measurement"]))
 
 
+def _measuring_seconds(trial) -> float:
+    """The measuring process's seconds on a measured trial (load or compile, verify, time), not
+    those it spent held ahead while a worker compiled it."""
+    return sum(seconds for phase, seconds in trial.user_attrs.get("seconds", {}).items() if phase != "compile_ahead")
+
+
 def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storage_label: str) -> record.Record | None:
     """The cache record of the study so far: best and runners-up, budget, dates; None if no
     variant has passed yet."""
@@ -31,7 +37,7 @@ def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storag
     budget = record.Budget(
         trials=len(trials), measured=len(measured), failed=len(measured) - len(good),
         invalid=kinds.count(Kind.INVALID), duplicates=kinds.count(Kind.DUPLICATE),
-        measuring_seconds=round(sum(trial.duration.total_seconds() for trial in measured), 3))
+        measuring_seconds=round(sum(_measuring_seconds(trial) for trial in measured), 3))
     searched = (min(trial.datetime_start for trial in trials if trial.datetime_start),
                 max(trial.datetime_complete for trial in done))
     return record.make(runtime.device, problem, runtime.clock, [_entry(trial, problem.dtype) for trial in good], budget,
