@@ -7,8 +7,9 @@
 #                                        float32 at 1000^3 and a batch of 64 at 256^3; tuner list;
 #                                        bench/matmul_on_gpu.py
 #                                        (NumPy, Numba, CuPy against cuBLAS; first-call latency;
-#                                        dispatch); tuner regenerate after a simulated template
-#                                        change; tuner list
+#                                        dispatch); tuner.matmul from the shipped records alone
+#                                        (an empty cache); tuner regenerate after a simulated
+#                                        template change; tuner list
 #   bash bench/gpu_check.sh compare $OUT bench/versus_cublas.py: tuned kernels (from the records in
 #                                        cache/, so commit e2e's first) and the probe's named
 #                                        configurations against strict-FP32 cuBLAS and the seeds
@@ -101,6 +102,31 @@ e2e)
   step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 "${batch[@]}" --timeout 30 "${search_trials[@]}"
   step "$python" -m tuner list
   step "$python" bench/matmul_on_gpu.py "$work/out/matmul" --shape "${big[@]}"
+  # What a new user gets: an empty cache, so tuner.matmul takes the records shipped in cache/records.
+  SHAPE="${big[*]}" TUNER_CACHE_DIR="$work/empty-cache" TUNER_KERNEL_DIR="$work/empty-cache/kernels" \
+    step "$python" - <<'PY'
+import os
+import time
+
+import numpy as np
+
+import tuner
+from tuner import cache
+
+m, n, k = map(int, os.environ["SHAPE"].split())
+start = time.perf_counter()
+kernel = tuner.get_kernel(m, n, k, "float32")
+print(f"get_kernel {time.perf_counter() - start:.2f} s; record {kernel.record}; config {kernel.config.describe()}")
+rng = np.random.default_rng(0)
+A, B = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
+C = tuner.matmul(A, B)
+reference = A.astype(np.float64) @ B
+error = np.linalg.norm(C - reference) / np.linalg.norm(reference)
+print(f"tuner.matmul {m}x{n}x{k} from an empty cache: relative error {error:.1e}")
+if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":  # the simulator has no shipped record of its own
+    assert kernel.tuned and cache.shipped_dir() in kernel.record.parents, "not a shipped record"
+    assert error < 1e-5
+PY
   # As after a template change: the float32 big record becomes one of this GPU under older templates,
   # and the study is moved aside (kept in the tarball), so regenerate must re-render, re-verify
   # and re-time its configurations.
