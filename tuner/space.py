@@ -274,10 +274,11 @@ class Space:
         float32 shared memory; WarpConfig: 64x64 block tiles of four 32x32 warp tiles, 128 threads)."""
         return self.check(self.config_type())
 
-    def starts(self) -> tuple[Tiling, ...]:
+    def starts(self, simulated: bool = False) -> tuple[Tiling, ...]:
         """Configurations a search measures first, after those of earlier records: the default, the
-        seed's kernel, and the dtype's flagship where this backend can run it."""
-        flagship = FLAGSHIPS.get(self.precision.name)
+        seed's kernel, and on a GPU the dtype's flagship where this backend can run it (the
+        simulator, one Python thread per GPU thread, takes minutes over its 256 threads)."""
+        flagship = None if simulated else FLAGSHIPS.get(self.precision.name)
         return (self.default(), SEED) + ((flagship,) if flagship and not self.violations(flagship) else ())
 
     def __iter__(self):

@@ -47,8 +47,7 @@ def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storag
 def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Problem) -> list[Tiling]:
     """Known-good starting points, likeliest first: every configuration of the record this search
     will replace (so that it re-measures them rather than trusting them), the best configurations
-    cached for this backend and dtype (this shape's first, from any GPU), the default one, and the
-    seed kernel."""
+    cached for this backend and dtype (this shape's first, from any GPU), then the space's starts."""
     found = []
     for stored in cache.Catalog.read(root).select(backend=runtime.backend.name, family=problem.family,
                                                   dtype=problem.dtype):
@@ -57,7 +56,7 @@ def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Prob
             found += [(0, config) for config in stored.record.configs]
         else:
             found.append((1 if same_problem else 2, stored.record.configs[0]))
-    configs = [config for _, config in sorted(found, key=lambda pair: pair[0])] + list(space.starts())
+    configs = [config for _, config in sorted(found, key=lambda pair: pair[0])] + list(space.starts(runtime.simulated))
     unique = {}
     for config in configs:
         if not space.violations(config):

@@ -97,6 +97,7 @@ class WarpSpace(Space):
                            "compiling them takes too long")
         return reasons
 
-    def starts(self) -> tuple[WarpConfig, ...]:
-        """Configurations a search measures first (the seed kernel has no tensor-core form)."""
+    def starts(self, simulated: bool = False) -> tuple[WarpConfig, ...]:
+        """Configurations a search measures first, on a GPU or not (the seed kernel has no
+        tensor-core form, and no tensor-core flagship is named)."""
         return (self.default(),)
