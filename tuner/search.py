@@ -128,16 +128,20 @@ class Search:
         """Trials the study has started (queued ones are not counted)."""
         return len(self.study.get_trials(deepcopy=False, states=STARTED))
 
+    def _fastest(self):
+        """The study's fastest measured trial that passed, or None."""
+        return max((trial for trial in self.history.values() if passed(trial)), key=lambda trial: trial.value,
+                   default=None)
+
     def best_gflops(self) -> float | None:
-        values = [trial.value for trial in self.history.values() if passed(trial)]
-        return max(values) if values else None
+        fastest = self._fastest()
+        return fastest.value if fastest is not None else None
 
     def best_ceiling(self) -> float | None:
         """The static ceiling of the fastest variant measured in the study (this shape's winner,
         which for a thin product is a small tile with a low ceiling); None before one is known."""
-        best = max((trial for trial in self.history.values() if passed(trial)), key=lambda trial: trial.value,
-                   default=None)
-        return best.user_attrs.get("ceiling") if best is not None else None
+        fastest = self._fastest()
+        return fastest.user_attrs.get("ceiling") if fastest is not None else None
 
     def run(self, trials: int | None, timeout: float | None, progress=None, warm: bool = True,
             budget: int | None = None, compile_workers: int = 0) -> Outcome:
