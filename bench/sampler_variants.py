@@ -44,6 +44,8 @@ def any_value_moves(self, point: tuple) -> list[tuple]:
 
 
 original_neighbours = module.LocalSearchSampler._neighbours
+# The default of the time, local moves only, which each variant changes.
+BASE = {"TPE_FIRST": 0, "DOUBLING": False, "GLOBAL_SHARE": 0.0}
 VARIANTS = {
     "default": {},
     "EXPANDED=1": {"EXPANDED": 1},
@@ -63,7 +65,8 @@ VARIANTS = {
 def main() -> None:
     spaces = {path.name: recorded.load(path) for path in sorted((ROOT.parent / "shared" / "data").glob("*.json.gz"))}
     results = {}
-    for name, changes in VARIANTS.items():
+    for name, variant in VARIANTS.items():
+        changes = {**BASE, **variant}
         saved = {key: getattr(module, key) for key in changes if key.isupper()}
         for key, value in changes.items():
             setattr(module if key.isupper() else module.LocalSearchSampler, key, value)

@@ -139,7 +139,8 @@ def _new_valid_suggestions(study, space, trials: int) -> list:
     return seen
 
 
-def test_the_default_search_suggests_only_new_valid_configurations_and_finds_the_optimum(space_file):
+def test_the_local_search_suggests_only_new_valid_configurations_and_finds_the_optimum(space_file, monkeypatch):
+    monkeypatch.setattr(sampler_module, "TPE_FIRST", 0)  # TPE's turn may repeat, and is tested below
     space = recorded.load(space_file)
     for seed in range(5):
         study = optuna.create_study(direction="maximize", sampler=LocalSearchSampler(
@@ -192,6 +193,7 @@ def test_a_near_neighbour_may_double_or_halve_a_numeric_value_when_doubling_is_o
 
 
 def test_tpe_moves_suggest_only_new_valid_configurations(space_file, monkeypatch):
+    monkeypatch.setattr(sampler_module, "TPE_FIRST", 0)
     monkeypatch.setattr(sampler_module, "TPE_SHARE", 1.0)
     space = recorded.load(space_file)
     sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
@@ -203,7 +205,38 @@ def test_tpe_moves_suggest_only_new_valid_configurations(space_file, monkeypatch
     assert len(proposals) == 60 - sampler_module.STARTUP and len(taken) > len(proposals) / 2
 
 
-def test_the_default_search_skips_what_other_workers_run_and_what_is_queued(space_file):
+def test_tpe_chooses_until_tpe_first_are_measured_and_then_only_new_valid_configurations_follow(space_file,
+                                                                                                monkeypatch):
+    monkeypatch.setattr(sampler_module, "TPE_FIRST", 20)
+    space = recorded.load(space_file)
+    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
+    tpe, asked_tpe = sampler._tpe_sampler(), []
+    original = tpe.sample_relative
+    monkeypatch.setattr(tpe, "sample_relative", lambda study, trial, search_space: asked_tpe.append(trial.number)
+                        or original(study, trial, search_space))
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    measured, unmeasured, measured_before = [], 0, {}
+    while len(measured) < 60:
+        trial = study.ask()
+        measured_before[trial.number] = len(measured)
+        key = tuple(suggest(trial, DOMAINS).values())
+        speed = 1.0 / (space.results[key].seconds or float("inf")) if key in space.results else 0.0
+        if key not in space.results or key in measured:  # free, as in a search: never measured
+            assert 10 <= len(measured) < 20, "TPE's random start and the search after its turn: new valid ones"
+            if key in measured:
+                answer(study, trial, "duplicate", speed, 0.0 if speed else 1.0)
+            else:
+                answer(study, trial, "invalid", 0.0, 1.0)
+            unmeasured += 1
+            continue
+        measured.append(key)
+        answer(study, trial, "measured", speed, 0.0 if speed else 1.0)
+    assert asked_tpe == [number for number, before in measured_before.items() if before < 20]
+    assert unmeasured > 0  # TPE's own proposals are taken as they are, repeats and invalid ones included
+
+
+def test_the_local_search_skips_what_other_workers_run_and_what_is_queued(space_file, monkeypatch):
+    monkeypatch.setattr(sampler_module, "TPE_FIRST", 0)
     space = recorded.load(space_file)
     sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
     study = optuna.create_study(direction="maximize", sampler=sampler)
@@ -280,3 +313,36 @@ def test_a_replay_with_trials_pending_measures_each_configuration_once(space_fil
     assert len(run.best_seconds) == 40 == len(measured) == len(set(measured))
     assert 0 < run.fraction(space.optimum) <= 1
     assert replay(space, 40, sampler, seed=2, pending=0).best_seconds != run.best_seconds  # pending changes the search
+
+
+def test_tpes_turn_on_the_projects_space_is_never_stuck_on_invalid_suggestions(monkeypatch):
+    """1.5% of the float32 space's product is valid: a random start drawn from the whole product
+    was invalid for 664 suggestions in a row (seed 0), past the 500 after which a search stops."""
+    monkeypatch.setattr(sampler_module, "TPE_FIRST", 50)
+    import numpy as np
+
+    from tuner.backends import CUDA
+    from tuner.space import Space
+    from tuner.trials import MAX_UNMEASURED_IN_A_ROW
+
+    space = Space.of(CUDA, "float32")
+    domains = space.domains()
+
+    def valid(values: tuple) -> bool:
+        return not space.violations(space.config_type(**dict(zip(domains, values))))
+
+    values = np.random.default_rng(0)
+    for seed in range(3):
+        study = optuna.create_study(direction="maximize", sampler=LocalSearchSampler(domains, valid, seed))
+        measured, in_a_row, longest = {}, 0, 0
+        while len(measured) < sampler_module.TPE_FIRST:
+            trial = study.ask()
+            key = tuple(suggest(trial, domains).values())
+            if valid(key) and key not in measured:
+                measured[key], in_a_row = float(values.random()), 0
+                answer(study, trial, "measured", measured[key], 0.0)
+            else:
+                in_a_row += 1
+                longest = max(longest, in_a_row)
+                answer(study, trial, *(("duplicate", measured[key], 0.0) if key in measured else ("invalid", 0.0, 1.0)))
+        assert longest < MAX_UNMEASURED_IN_A_ROW // 5, f"seed {seed}"

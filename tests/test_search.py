@@ -7,6 +7,7 @@ import optuna
 import pytest
 
 import tuner.measure
+import tuner.sampler
 from tuner import cache
 from tuner.backends import CUDA, ROC
 from tuner.config import Config
@@ -115,7 +116,20 @@ def test_rerunning_resumes_without_measuring_again(tmp_path):
     assert cache.read_record(first.record_path).budget.measured == 4
 
 
-def test_a_repeated_suggestion_is_answered_from_the_history(tmp_path):
+def test_a_search_goes_through_every_turn_of_the_default_sampler(tmp_path, monkeypatch):
+    """The warm start (2), TPE's turn (2) and the local search (3), each measuring only
+    configurations not measured before."""
+    monkeypatch.setattr(tuner.sampler, "STARTUP", 2)
+    monkeypatch.setattr(tuner.sampler, "TPE_FIRST", 4)
+    search = _search(tmp_path)
+    outcome = search.run(trials=7, timeout=None)
+    measured = [trial.params for trial in _measured(search)]
+    assert outcome.measured == len(measured) == 7 and not outcome.stopped
+    assert len({json.dumps(params, sort_keys=True) for params in measured}) == 7
+
+
+def test_a_repeated_suggestion_is_answered_from_the_history(tmp_path, monkeypatch):
+    monkeypatch.setattr(tuner.sampler, "TPE_FIRST", 0)  # the local search repeats nothing: one repeat, the queued one
     search = _search(tmp_path)
     search.run(trials=1, timeout=None)
     done = _measured(search)[0]
@@ -247,6 +261,9 @@ def test_the_prune_threshold_follows_the_fastest_variant_not_the_highest_ceiling
 
     search = _search(tmp_path)
     search.ceilings = Ceilings(tmp_path / "ceilings.json", lambda config: 0.1 * config.thread_m * config.thread_n)
+    # Measured first, with a ceiling of its own: half the default's (4x4) and not below half of it.
+    search.study.enqueue_trial(next(config for config in search.space if config.thread_m * config.thread_n == 8
+                                    ).as_dict())
     search.run(trials=3, timeout=None)
     measured = _measured(search)
     fastest = max(measured, key=lambda trial: trial.value)

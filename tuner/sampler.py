@@ -1,11 +1,20 @@
 """The search strategies: Optuna samplers by name, the default being a model-guided search over
-the finite set of valid configurations that mixes local moves with global ones.
+the finite set of valid configurations that mixes local moves with global ones, optionally after
+a turn of Optuna's multivariate TPE.
 
 The default (`local`) works on any space given as ordered parameter domains and a test of
 validity, so the same code tunes the project's kernels and replays recorded spaces with their
 own parameters. It keeps no state of its own: every suggestion is worked out from the
 study's trials, so a resumed study, or several workers on one study, go on where the study is.
 
+0. With TPE_FIRST, until the study holds that many measured configurations, Optuna's multivariate TPE makes
+   every suggestion but those of its random start (STARTUP trials), which are unseen valid
+   configurations drawn at random (in a space where few combinations are valid, draws from the
+   whole product would be invalid for hundreds of suggestions in a row), and those it would make
+   of a configuration running (its measurement would be waited for), drawn the same way. Its
+   model of the whole space finds the promising region in few evaluations. It may suggest
+   invalid or repeated configurations; a search answers them without measuring, they do not
+   count, and the steps below ignore the invalid ones.
 1. Until STARTUP configurations are evaluated, suggest an unseen valid one at random.
 2. Then, with probability 1 - GLOBAL_SHARE, a local move: take the evaluated configurations
    best first, and the first two that have unseen neighbours (configurations that differ from
@@ -23,13 +32,13 @@ study's trials, so a resumed study, or several workers on one study, go on where
    keeps what the best configurations have in common together, so the search jumps to a
    distant region that shares it, where one-step moves would cross many worse ones.
 
-A TPE_SHARE of the suggestions after the start take a proposal of Optuna's multivariate TPE
-instead, if one of TPE_TRIES is unseen and valid. DOUBLING, WIDE_SHARE and TPE_SHARE are off by
+A TPE_SHARE of the suggestions of steps 2-3 take a proposal of Optuna's multivariate TPE instead,
+if one of TPE_TRIES is unseen and valid. TPE_FIRST, DOUBLING, WIDE_SHARE and TPE_SHARE are off by
 default: leave-one-space-out kept the default without them (docs/search.md).
 
-Seen means evaluated, running in another worker, or queued, so nothing is suggested twice. A
-failed or infeasible configuration counts as the worst value. Evidence for the design, and how
-its constants were chosen across recorded spaces, is in docs/search.md.
+Seen means evaluated, running in another worker, or queued, so after a TPE turn nothing is
+suggested twice. A failed or infeasible configuration counts as the worst value. Evidence for
+the design, and how its constants were chosen across recorded spaces, is in docs/search.md.
 """
 import warnings
 
@@ -37,6 +46,8 @@ import numpy as np
 import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
+
+from .trials import is_measured
 
 STARTUP = 10
 # How many of the best evaluated configurations (with unseen neighbours) offer their neighbours.
@@ -52,6 +63,8 @@ WIDE_SHARE = 0.0
 # first of TPE_TRIES that is an unseen valid configuration (a local or global move if none is).
 TPE_SHARE = 0.0
 TPE_TRIES = 5
+# How many measured configurations Optuna's multivariate TPE chooses before the local search takes over.
+TPE_FIRST = 0
 # Whether a local move may also double or halve a numeric parameter (when its domain has that
 # value), so that a domain of multiples of 16 is crossed along its powers of two.
 DOUBLING = False
@@ -70,8 +83,9 @@ _SEEN = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
 
 
 class LocalSearchSampler(optuna.samplers.BaseSampler):
-    """Best-first local search over the configurations that `valid` accepts (tuples of values in
-    `domains` order), neighbours ranked by a density-ratio model; see the module docstring."""
+    """Best-first local search with global moves (after a TPE turn, with TPE_FIRST) over the
+    configurations that `valid` accepts (tuples of values in `domains` order); see the module
+    docstring."""
 
     def __init__(self, domains: dict[str, tuple], valid, seed: int | None = None):
         self.domains = {name: tuple(domain) for name, domain in domains.items()}
@@ -103,15 +117,21 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
     def sample_relative(self, study, trial, search_space) -> dict:
         if not search_space:
             return {}
-        seen, scores = set(), {}
+        seen, scores, measured, unfinished = set(), {}, 0, set()
         for other in study.get_trials(deepcopy=False, states=_SEEN):
             point, score = self.finished.get(other.number) or self._outcome(study, other)
+            measured += is_measured(other)
             if point is not None:
                 seen.add(point)
-                if score is not None:
+                if score is None:
+                    unfinished.add(point)
+                elif score > -np.inf or self._valid(point):  # an invalid suggestion (TPE's) tells nothing here
                     scores[point] = max(score, scores.get(point, -np.inf))
+        if measured < TPE_FIRST and (proposal := self._tpe_sampler().sample_relative(study, trial, search_space)) \
+                and self._point(proposal) not in unfinished:  # one running would wait for its measurement
+            return proposal
         evaluated = list(scores)
-        if len(evaluated) < STARTUP:
+        if len(evaluated) < STARTUP or measured < TPE_FIRST:  # the random start, TPE's too
             candidates = self._anywhere(seen, 1)
         elif TPE_SHARE and self.rng.random() < TPE_SHARE and (proposal := self._tpe(study, trial, search_space, seen)):
             candidates = [proposal]
@@ -131,14 +151,19 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
     def sample_independent(self, study, trial, param_name, param_distribution):
         return self.fallback.sample_independent(study, trial, param_name, param_distribution)
 
-    def _tpe(self, study, trial, search_space: dict, seen: set) -> tuple | None:
-        """The first of TPE_TRIES proposals of Optuna's multivariate TPE that is unseen and valid."""
+    def _tpe_sampler(self) -> optuna.samplers.TPESampler:
+        """Optuna's multivariate TPE, seeded as this sampler, with STARTUP random trials; made on its
+        first use."""
         if self.tpe is None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                self.tpe = optuna.samplers.TPESampler(seed=self.seed, multivariate=True)
+                self.tpe = optuna.samplers.TPESampler(seed=self.seed, multivariate=True, n_startup_trials=STARTUP)
+        return self.tpe
+
+    def _tpe(self, study, trial, search_space: dict, seen: set) -> tuple | None:
+        """The first of TPE_TRIES proposals of Optuna's multivariate TPE that is unseen and valid."""
         for _ in range(TPE_TRIES):
-            point = self._point(self.tpe.sample_relative(study, trial, search_space))
+            point = self._point(self._tpe_sampler().sample_relative(study, trial, search_space))
             if point is not None and point not in seen and self._valid(point):
                 return point
         return None
