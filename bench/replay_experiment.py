@@ -8,7 +8,8 @@ bench/results/search_efficiency), and runs already there are skipped, so an inte
 experiment continues:
 - candidates-<space>.jsonl.gz: each candidate default (the `local` sampler with the constants in
   CANDIDATES: the shares of global moves, wide local moves and TPE's proposals, doubling moves
-  on or off, and how many configurations offer their neighbours), seeds 0..seeds-1, 400 evaluations
+  on or off, how many configurations offer their neighbours, and how many measured configurations
+  Optuna's TPE chooses before the local search takes over), seeds 0..seeds-1, 400 evaluations
   each (a search does not plan by its budget, so its first N evaluations are the search of budget N);
 - tuner-<space>.jsonl: Optuna's TPE (400 evaluations for seeds below --long-seeds, 100 for the
   rest: it costs seconds per run) and random search (400), with `evaluations` per line (lines
@@ -41,14 +42,17 @@ from tuner.replay import replay
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGETS = (25, 50, 100, 200, 400)
-PLAIN = {"WIDE_SHARE": 0.0, "TPE_SHARE": 0.0, "DOUBLING": False, "EXPANDED": 2}
+PLAIN = {"WIDE_SHARE": 0.0, "TPE_SHARE": 0.0, "DOUBLING": False, "EXPANDED": 2, "TPE_FIRST": 0}
 CANDIDATES = {**{f"global share {share}": {**PLAIN, "GLOBAL_SHARE": share} for share in (0.1, 0.25, 0.5, 0.75)},
               **{f"global share 0.25, wide share {wide}": {**PLAIN, "GLOBAL_SHARE": 0.25, "WIDE_SHARE": wide}
                  for wide in (0.05, 0.1, 0.25)},
               "doubling": {**PLAIN, "GLOBAL_SHARE": 0.25, "DOUBLING": True},
               "doubling, wide share 0.1": {**PLAIN, "GLOBAL_SHARE": 0.25, "DOUBLING": True, "WIDE_SHARE": 0.1},
               "doubling, TPE share 0.5": {**PLAIN, "GLOBAL_SHARE": 0.25, "DOUBLING": True, "TPE_SHARE": 0.5},
-              "doubling, one expanded": {**PLAIN, "GLOBAL_SHARE": 0.25, "DOUBLING": True, "EXPANDED": 1}}
+              "doubling, one expanded": {**PLAIN, "GLOBAL_SHARE": 0.25, "DOUBLING": True, "EXPANDED": 1},
+              **{f"TPE first {first}, doubling": {**PLAIN, "GLOBAL_SHARE": 0.25, "DOUBLING": True, "TPE_FIRST": first}
+                 for first in (25, 50)},
+              "TPE first 50": {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50}}
 BASELINES = ("tpe", "random")
 SLOW_STRATEGY, SLOW_BUDGETS = "bayes_opt", (25, 50, 100)
 
