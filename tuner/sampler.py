@@ -1,20 +1,21 @@
-"""The search strategies: Optuna samplers by name, the default being a model-guided search over
-the finite set of valid configurations that mixes local moves with global ones, optionally after
-a turn of Optuna's multivariate TPE.
+"""The search strategies: Optuna samplers by name, the default being a turn of Optuna's
+multivariate TPE, then a model-guided search over the finite set of valid configurations that
+mixes local moves with global ones.
 
 The default (`local`) works on any space given as ordered parameter domains and a test of
 validity, so the same code tunes the project's kernels and replays recorded spaces with their
 own parameters. It keeps no state of its own: every suggestion is worked out from the
 study's trials, so a resumed study, or several workers on one study, go on where the study is.
 
-0. With TPE_FIRST, until the study holds that many measured configurations, Optuna's multivariate TPE makes
-   every suggestion but those of its random start (STARTUP trials), which are unseen valid
-   configurations drawn at random (in a space where few combinations are valid, draws from the
-   whole product would be invalid for hundreds of suggestions in a row), and those it would make
-   of a configuration running (its measurement would be waited for), drawn the same way. Its
-   model of the whole space finds the promising region in few evaluations. It may suggest
-   invalid or repeated configurations; a search answers them without measuring, they do not
-   count, and the steps below ignore the invalid ones.
+0. With TPE_FIRST, until the study holds that many measured configurations, Optuna's
+   multivariate TPE makes every suggestion, its random start (STARTUP trials) drawn from the
+   whole product as Optuna's own; but after STALL unmeasured trials in a row (where few
+   combinations are valid, hundreds could be invalid), the next is an unseen valid
+   configuration drawn at random, and so is one instead of a proposal of a configuration
+   running (whose measurement would be waited for). Its model of the
+   whole space finds the promising region in few evaluations. It may suggest invalid or
+   repeated configurations; a search answers them without measuring, they do not count, and the
+   steps below ignore the invalid ones.
 1. Until STARTUP configurations are evaluated, suggest an unseen valid one at random.
 2. Then, with probability 1 - GLOBAL_SHARE, a local move: take the evaluated configurations
    best first, and the first two that have unseen neighbours (configurations that differ from
@@ -33,8 +34,8 @@ study's trials, so a resumed study, or several workers on one study, go on where
    distant region that shares it, where one-step moves would cross many worse ones.
 
 A TPE_SHARE of the suggestions of steps 2-3 take a proposal of Optuna's multivariate TPE instead,
-if one of TPE_TRIES is unseen and valid. TPE_FIRST, DOUBLING, WIDE_SHARE and TPE_SHARE are off by
-default: leave-one-space-out kept the default without them (docs/search.md).
+if one of TPE_TRIES is unseen and valid. Leave-one-space-out chose the default: TPE's turn on
+(50), DOUBLING, WIDE_SHARE and TPE_SHARE off (docs/search.md).
 
 Seen means evaluated, running in another worker, or queued, so after a TPE turn nothing is
 suggested twice. A failed or infeasible configuration counts as the worst value. Evidence for
@@ -64,7 +65,11 @@ WIDE_SHARE = 0.0
 TPE_SHARE = 0.0
 TPE_TRIES = 5
 # How many measured configurations Optuna's multivariate TPE chooses before the local search takes over.
-TPE_FIRST = 0
+TPE_FIRST = 50
+# In TPE's turn, a random start drawn from the whole product (as Optuna's own), and TPE's model of
+# it, may be invalid for hundreds of suggestions in a row where few combinations are valid: after
+# STALL unmeasured trials in a row, the next suggestion is a valid configuration drawn at random.
+STALL = 20
 # Whether a local move may also double or halve a numeric parameter (when its domain has that
 # value), so that a domain of multiples of 16 is crossed along its powers of two.
 DOUBLING = False
@@ -83,9 +88,8 @@ _SEEN = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
 
 
 class LocalSearchSampler(optuna.samplers.BaseSampler):
-    """Best-first local search with global moves (after a TPE turn, with TPE_FIRST) over the
-    configurations that `valid` accepts (tuples of values in `domains` order); see the module
-    docstring."""
+    """TPE's turn, then a best-first local search with global moves, over the configurations that
+    `valid` accepts (tuples of values in `domains` order); see the module docstring."""
 
     def __init__(self, domains: dict[str, tuple], valid, seed: int | None = None):
         self.domains = {name: tuple(domain) for name, domain in domains.items()}
@@ -117,19 +121,24 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
     def sample_relative(self, study, trial, search_space) -> dict:
         if not search_space:
             return {}
-        seen, scores, measured, unfinished = set(), {}, 0, set()
+        seen, scores, measured, unfinished, unmeasured_in_a_row = set(), {}, 0, set(), 0
         for other in study.get_trials(deepcopy=False, states=_SEEN):
             point, score = self.finished.get(other.number) or self._outcome(study, other)
             measured += is_measured(other)
+            if other.state == TrialState.COMPLETE:
+                unmeasured_in_a_row = 0 if is_measured(other) else unmeasured_in_a_row + 1
             if point is not None:
                 seen.add(point)
                 if score is None:
                     unfinished.add(point)
                 elif score > -np.inf or self._valid(point):  # an invalid suggestion (TPE's) tells nothing here
                     scores[point] = max(score, scores.get(point, -np.inf))
-        if measured < TPE_FIRST and (proposal := self._tpe_sampler().sample_relative(study, trial, search_space)) \
-                and self._point(proposal) not in unfinished:  # one running would wait for its measurement
-            return proposal
+        if measured < TPE_FIRST and unmeasured_in_a_row < STALL:
+            proposal = self._tpe_sampler().sample_relative(study, trial, search_space)
+            if not proposal:
+                return {}  # TPE's random start: a draw from the whole product (sample_independent)
+            if self._point(proposal) not in unfinished:  # one running would wait for its measurement
+                return proposal
         evaluated = list(scores)
         if len(evaluated) < STARTUP or measured < TPE_FIRST:  # the random start, TPE's too
             candidates = self._anywhere(seen, 1)
