@@ -7,16 +7,16 @@ validity, so the same code tunes the project's kernels and replays recorded spac
 own parameters. It keeps no state of its own: every suggestion is worked out from the
 study's trials, so a resumed study, or several workers on one study, go on where the study is.
 
-0. With TPE_FIRST, until the study holds that many measured configurations, Optuna's
-   multivariate TPE makes every suggestion, its random start (STARTUP trials) drawn from the
-   whole product as Optuna's own; but after STALL unmeasured trials in a row (where few
-   combinations are valid, hundreds could be invalid), the next is an unseen valid
-   configuration drawn at random, and so is one instead of a proposal of a configuration
-   running (whose measurement would be waited for). Its model of the
-   whole space finds the promising region in few evaluations. It may suggest invalid or
-   repeated configurations; a search answers them without measuring, they do not count, and the
-   steps below ignore the invalid ones.
-1. Until STARTUP configurations are evaluated, suggest an unseen valid one at random.
+0. Until the study holds TPE_FIRST measured configurations, Optuna's multivariate TPE makes
+   every suggestion, its random start (STARTUP trials) drawn from the whole product as Optuna's
+   own; but after STALL unmeasured trials in a row (where few combinations are valid, hundreds
+   could be invalid), the next is an unseen valid configuration drawn at random, and so is one
+   instead of a proposal of a configuration running (whose measurement would be waited for).
+   Its model of the whole space finds the promising region in few evaluations. It may suggest
+   invalid or repeated configurations; a search answers them without measuring, they do not
+   count, and the steps below ignore the invalid ones.
+1. With TPE_FIRST below STARTUP, until STARTUP configurations are evaluated, suggest an unseen
+   valid one at random.
 2. Then, with probability 1 - GLOBAL_SHARE, a local move: take the evaluated configurations
    best first, and the first two that have unseen neighbours (configurations that differ from
    one of them in one parameter by one step of that parameter's ordered domain: a power of two

@@ -182,7 +182,8 @@ def _options() -> argparse.ArgumentParser:
     search.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="stop after this long")
     search.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the test inputs")
     search.add_argument("--sampler", choices=SAMPLERS, default="local",
-                        help="local (default: model-guided local search, see docs/search.md), tpe, random or nsga2")
+                        help="local (default: TPE's turn, then a model-guided local search; see docs/search.md), tpe, "
+                             "random or nsga2")
     search.add_argument("--storage", metavar="URL", default=os.environ.get("TUNER_STORAGE"),
                         help="an Optuna storage URL, or a journal file path (default: $TUNER_STORAGE, else a journal "
                              "file in the cache); a URL with a password is best given in $TUNER_STORAGE")
