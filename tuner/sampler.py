@@ -124,9 +124,10 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         seen, scores, measured, unfinished, unmeasured_in_a_row = set(), {}, 0, set(), 0
         for other in study.get_trials(deepcopy=False, states=_SEEN):
             point, score = self.finished.get(other.number) or self._outcome(study, other)
-            measured += is_measured(other)
             if other.state == TrialState.COMPLETE:
-                unmeasured_in_a_row = 0 if is_measured(other) else unmeasured_in_a_row + 1
+                was_measured = is_measured(other)
+                measured += was_measured
+                unmeasured_in_a_row = 0 if was_measured else unmeasured_in_a_row + 1
             if point is not None:
                 seen.add(point)
                 if score is None:
