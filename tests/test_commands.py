@@ -13,6 +13,7 @@ from processes import answers_ctrl_c
 
 from tuner import cache
 from tuner.cli import main
+from tuner.stopping import Terminated, stop_on_sigterm
 from tuner.storage import ORPHAN_GRACE_SECONDS
 
 SMALL = ["--shape", "16", "16", "16"]
@@ -139,6 +140,29 @@ def test_ctrl_c_or_sigterm_stops_cleanly_and_keeps_the_results(tmp_path, stop, s
     assert not [t for t in study.trials if t.state.name == "RUNNING"]
     [path] = cache.record_paths(tmp_path)
     assert cache.read_record(path).budget.measured == len(_measured(study)) >= 2
+
+
+def test_a_burst_of_sigterms_stops_as_one_does(tmp_path):
+    # A --devices worker whose parent is killed gets one SIGTERM per parent thread, milliseconds apart.
+    process = _start_search(tmp_path)
+    _wait_for_measurements(tmp_path, process, 2)
+    for _ in range(5):
+        process.send_signal(signal.SIGTERM)
+        time.sleep(0.002)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 143 and "Traceback" not in err
+    assert "terminated (SIGTERM); completed trials are kept" in err
+    assert not [t for t in _study(tmp_path).trials if t.state.name == "RUNNING"]
+
+
+def test_sigterm_raises_once_then_the_stop_goes_on():
+    previous = stop_on_sigterm()
+    try:
+        with pytest.raises(Terminated):
+            signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(signal.SIGTERM)  # ignored: the stop the first one began is under way
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_a_killed_search_loses_no_completed_trial_and_resumes(tmp_path, capsys):

@@ -16,12 +16,16 @@ class Terminated(KeyboardInterrupt):
 
 
 def _terminate(signum, frame):
+    # Later SIGTERMs are ignored, by the system, to the process's exit: the stop is under way, and
+    # a second Terminated would cut it short. A worker whose parent is killed gets one from each of
+    # the parent's threads as they exit, since Linux reparents it to each in turn.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated
 
 
 def stop_on_sigterm():
-    """From now on SIGTERM stops this process as Ctrl-C does, by raising Terminated; the handler
-    it had."""
+    """From now on SIGTERM stops this process as Ctrl-C does, by raising Terminated once (later
+    ones are ignored); the handler it had."""
     return signal.signal(signal.SIGTERM, _terminate)
 
 
