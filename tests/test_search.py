@@ -254,21 +254,30 @@ def test_a_configuration_whose_static_ceiling_is_below_half_the_best_is_never_me
     assert Ceilings(tmp_path / "ceilings.json", count).of(SEED) == 0.2 and counted.count(SEED) == 1
 
 
-def test_the_prune_threshold_follows_the_fastest_variant_not_the_highest_ceiling(tmp_path):
+def test_the_prune_threshold_follows_the_fastest_variant_not_the_highest_ceiling(tmp_path, monkeypatch):
     """For a thin product a small tile with a low ceiling wins: it, not a slower tile with a higher
     ceiling, sets the threshold, so that small tiles stay in play."""
-    from tuner.ceiling import Ceilings
+    from tuner.ceiling import Ceilings, why_not_measure
+    from tuner.measure import Measured
+    from tuner.record import Measurement
 
+    def tile(config):
+        return config.thread_m * config.thread_n
+
+    def measure(runtime, space, problem, config, operands, protocol, directory):  # small tiles fastest
+        return Measured(Measurement("ok", seconds=1e-3 * tile(config), reps=1, gflops=100.0 / tile(config)))
+
+    monkeypatch.setattr(tuner.search, "measure", measure)
     search = _search(tmp_path)
-    search.ceilings = Ceilings(tmp_path / "ceilings.json", lambda config: 0.1 * config.thread_m * config.thread_n)
-    # Measured first, with a ceiling of its own: half the default's (4x4) and not below half of it.
-    search.study.enqueue_trial(next(config for config in search.space if config.thread_m * config.thread_n == 8
-                                    ).as_dict())
-    search.run(trials=3, timeout=None)
-    measured = _measured(search)
-    fastest = max(measured, key=lambda trial: trial.value)
-    assert len({trial.user_attrs["ceiling"] for trial in measured}) > 1
-    assert search.best_ceiling() == fastest.user_attrs["ceiling"]
+    search.ceilings = Ceilings(tmp_path / "ceilings.json", lambda config: 0.1 * tile(config))
+    big, small, smaller = (next(config for config in search.space if tile(config) == size) for size in (16, 8, 4))
+    for config in (big, small, smaller):  # ceilings 1.6, 0.8 and 0.4
+        search.study.enqueue_trial(config.as_dict())
+    search.run(trials=3, timeout=None, warm=False)
+    # When the 4 per thread's turn came, the fastest (8 per thread, ceiling 0.8) set the threshold,
+    # 0.4, so it was measured; the highest ceiling (1.6) would have pruned it.
+    assert sorted(tile(Config(**trial.params)) for trial in _measured(search)) == [4, 8, 16]
+    assert why_not_measure(0.4, 0.8, 0) == "" and why_not_measure(0.4, 1.6, 0)
 
 
 def test_with_nothing_better_left_the_ceiling_no_longer_prunes():
