@@ -1,0 +1,141 @@
+"""How hard each recorded space makes issue 19's targets (0.97 of the optimum at 100 evaluations,
+0.995 at 400), from the space alone and from the raw runs in bench/results/search_efficiency/.
+
+For each space in ../shared/data: how many recorded configurations lie within 3% and 0.5% of the
+optimum; how likely uniform draws of recorded configurations (failed ones count as evaluations,
+as in the replays) are to find one within 100 and 400 draws, and their expected fraction of the
+optimum, both exact; and the hit rates of the default (`TPE first 50`), Optuna's TPE and each
+Kernel Tuner strategy: the share of their runs that reached 0.97 by 100 evaluations and 0.995 by
+400. Where a target needs configurations that few runs of any strategy find, a mean above it
+needs a search that finds them nearly every time.
+
+    python bench/space_difficulty.py [--out bench/results/search_efficiency/space_difficulty.json]
+"""
+import argparse
+import gzip
+import json
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from provenance import provenance  # noqa: E402
+
+from tuner import recorded  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+RUNS = ROOT / "bench" / "results" / "search_efficiency"
+TARGETS = {100: 0.97, 400: 0.995}
+DEFAULT = "TPE first 50"
+
+
+def _log_choose(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) if 0 <= k <= n else -math.inf
+
+
+def uniform(fractions: list[float], draws: int) -> dict:
+    """Uniform draws without replacement from `fractions` (one per recorded configuration): the
+    expected best fraction, and the chance of one at or above each target."""
+    ranked, total = sorted(fractions, reverse=True), len(fractions)
+    draws = min(draws, total)
+    denominator = _log_choose(total, draws)
+    # The best drawn has rank i when it is drawn and the other draws - 1 come from below it.
+    expected = sum(value * math.exp(_log_choose(total - rank, draws - 1) - denominator)
+                   for rank, value in enumerate(ranked, start=1) if total - rank >= draws - 1)
+    hits = {}
+    for target in TARGETS.values():
+        missing = total - sum(value >= target for value in ranked)
+        hits[f"{target}"] = 1 - math.exp(_log_choose(missing, draws) - denominator)
+    return {"expected_fraction": expected, "chance_of_at_least": hits}
+
+
+def _lines(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _fraction(optimum_ms: float, best_ms: list, budget: int) -> float:
+    found = best_ms[:budget]
+    return optimum_ms / found[-1] if found and found[-1] else 0.0
+
+
+def hit_rates(stem: str, optimum_ms: float) -> dict:
+    """Per strategy and budget: the share of runs at or above that budget's target, and the runs."""
+    runs = {}  # (strategy, budget) -> fractions
+    for line in _lines(RUNS / f"candidates-{stem}.jsonl.gz"):
+        if line["candidate"] == DEFAULT:
+            for budget in TARGETS:
+                runs.setdefault((f"default ({DEFAULT})", budget), []).append(
+                    _fraction(optimum_ms, line["best_ms"], budget))
+    for line in _lines(RUNS / f"tuner-{stem}.jsonl"):
+        if line["sampler"] == "tpe":
+            for budget in TARGETS:
+                if line.get("evaluations", 400) >= budget:
+                    runs.setdefault(("tpe", budget), []).append(_fraction(optimum_ms, line["best_ms"], budget))
+    for line in _lines(RUNS / f"kernel_tuner-{stem}.jsonl"):
+        if line["budget"] in TARGETS:
+            runs.setdefault((f"kernel_tuner {line['strategy']}", line["budget"]), []).append(
+                _fraction(optimum_ms, line["best_ms"], line["budget"]))
+    rates = {}
+    for (strategy, budget), fractions in sorted(runs.items()):
+        rates.setdefault(strategy, {})[str(budget)] = {
+            "hit_rate": sum(value >= TARGETS[budget] for value in fractions) / len(fractions), "runs": len(fractions)}
+    return rates
+
+
+def difficulty(path: Path) -> dict:
+    space = recorded.load(path)
+    optimum = space.optimum
+    fractions = [optimum / result.seconds if result.seconds else 0.0 for result in space.results.values()]
+    stem = path.name.removesuffix(".gz").removesuffix(".json")
+    return {"space": stem, "recorded": len(fractions), "succeeded": sum(value > 0 for value in fractions),
+            "within": {f"{target}": sum(value >= target for value in fractions) for target in TARGETS.values()},
+            "next_below_0.97": max((value for value in fractions if value < 0.97), default=0.0),
+            "uniform": {str(budget): uniform(fractions, budget) for budget in TARGETS},
+            "hit_rates": hit_rates(stem, optimum * 1e3)}
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| space | configurations (succeeded) | ≥ 0.97 | ≥ 0.995 | next below 0.97 | uniform: P(≥ 0.97 by 100), "
+             "mean | uniform: P(≥ 0.995 by 400), mean | default: hits at 100 / 400 | TPE: hits at 100 / 400 | "
+             "best Kernel Tuner strategy: hits at 100 / 400 |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for row in rows:
+        rates = row["hit_rates"]
+
+        def hits(strategy):
+            cells = rates.get(strategy, {})
+            return " / ".join(f"{cells[b]['hit_rate']:.2f} ({cells[b]['runs']})" if b in cells else "-"
+                              for b in ("100", "400"))
+
+        kernel_tuner = [name for name in rates if name.startswith("kernel_tuner")]
+        best_kt = max(kernel_tuner, key=lambda name: sum(cell["hit_rate"] for cell in rates[name].values()))
+        near, far = row["uniform"]["100"], row["uniform"]["400"]
+        lines.append(
+            f"| {row['space'].removeprefix('benchmark_hub_')} | {row['recorded']} ({row['succeeded']}) | "
+            f"{row['within']['0.97']} | {row['within']['0.995']} | {row['next_below_0.97']:.3f} | "
+            f"{near['chance_of_at_least']['0.97']:.2f}, {near['expected_fraction']:.3f} | "
+            f"{far['chance_of_at_least']['0.995']:.2f}, {far['expected_fraction']:.3f} | "
+            f"{hits(f'default ({DEFAULT})')} | {hits('tpe')} | "
+            f"{best_kt.removeprefix('kernel_tuner ')}: {hits(best_kt)} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=RUNS / "space_difficulty.json")
+    args = parser.parse_args()
+    rows = [difficulty(path) for path in sorted(DATA.glob("*.json.gz"))]
+    text = table(rows)
+    command = " ".join([Path(sys.executable).name] + sys.argv)
+    args.out.write_text(json.dumps({**provenance(command, "none: the recorded spaces and the replays' raw runs"),
+                                    "targets": TARGETS, "spaces": rows,
+                                    "table": text}, indent=1) + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
