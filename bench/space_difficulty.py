@@ -106,21 +106,24 @@ def table(rows: list[dict]) -> str:
     for row in rows:
         rates = row["hit_rates"]
 
-        def hits(strategy):
-            cells = rates.get(strategy, {})
-            return " / ".join(f"{cells[b]['hit_rate']:.2f} ({cells[b]['runs']})" if b in cells else "-"
-                              for b in ("100", "400"))
+        def hits(strategy, budget):
+            cell = rates.get(strategy, {}).get(budget)
+            return f"{cell['hit_rate']:.2f} ({cell['runs']})" if cell else "-"
 
-        kernel_tuner = [name for name in rates if name.startswith("kernel_tuner")]
-        best_kt = max(kernel_tuner, key=lambda name: sum(cell["hit_rate"] for cell in rates[name].values()))
+        def best_kernel_tuner(budget):
+            ran = [name for name in rates if name.startswith("kernel_tuner") and budget in rates[name]]
+            best = max(ran, key=lambda name: rates[name][budget]["hit_rate"])
+            return f"{hits(best, budget)} {best.removeprefix('kernel_tuner ')}"
+
         near, far = row["uniform"]["100"], row["uniform"]["400"]
+        default = f"default ({DEFAULT})"
         lines.append(
             f"| {row['space'].removeprefix('benchmark_hub_')} | {row['recorded']} ({row['succeeded']}) | "
             f"{row['within']['0.97']} | {row['within']['0.995']} | {row['next_below_0.97']:.3f} | "
             f"{near['chance_of_at_least']['0.97']:.2f}, {near['expected_fraction']:.3f} | "
             f"{far['chance_of_at_least']['0.995']:.2f}, {far['expected_fraction']:.3f} | "
-            f"{hits(f'default ({DEFAULT})')} | {hits('tpe')} | "
-            f"{best_kt.removeprefix('kernel_tuner ')}: {hits(best_kt)} |")
+            f"{hits(default, '100')} / {hits(default, '400')} | {hits('tpe', '100')} / {hits('tpe', '400')} | "
+            f"{best_kernel_tuner('100')} / {best_kernel_tuner('400')} |")
     return "\n".join(lines)
 
 
