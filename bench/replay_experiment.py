@@ -1,7 +1,8 @@
 """The default search chosen by leave-one-space-out, and compared with Optuna's samplers and
 Kernel Tuner's strategies on every recorded space (docs/search.md).
 
-    python bench/replay_experiment.py [OUTDIR] [--seeds 100] [--long-seeds 30] [--kt-seeds 10] [--workers 2]
+    python bench/replay_experiment.py [OUTDIR] [--seeds 100] [--long-seeds 30] [--kt-seeds 100]
+                                      [--kt-slow-seeds 10] [--workers 2]
 
 Every file in ../shared/data is a space. Raw runs are appended to OUTDIR (default
 bench/results/search_efficiency), and runs already there are skipped, so an interrupted
@@ -15,7 +16,8 @@ experiment continues:
   rest: it costs seconds per run) and random search (400), with `evaluations` per line (lines
   without it are 400-evaluation runs of an earlier experiment);
 - kernel_tuner-<space>.jsonl: Kernel Tuner's strategies, through bench/kernel_tuner_strategies.py,
-  --kt-seeds each, bayes_opt at budgets up to 100 only (a run of 400 costs about a minute).
+  --kt-seeds each (a run takes a tenth of a second), bayes_opt --kt-slow-seeds at budgets up to
+  100 only (a run of 100 costs seconds, one of 400 about a minute).
 The selection: for each space held out, the candidate whose worst score over the other nine is
 best, a space's score being its mean fraction of the optimum averaged over the budgets; then the
 same rule on all ten picks the default that ships. summary.json (with versions, command and
@@ -123,15 +125,15 @@ def run_replays(spaces: list[Path], outdir: Path, seeds: int, long_seeds: int, w
             print(f"{_stem(path)} {row[kind]} seed {row['seed']}", file=sys.stderr, flush=True)
 
 
-def run_kernel_tuner(spaces: list[Path], outdir: Path, seeds: int) -> None:
+def run_kernel_tuner(spaces: list[Path], outdir: Path, seeds: int, slow_seeds: int) -> None:
     script = str(ROOT / "bench" / "kernel_tuner_strategies.py")
     for path in spaces:
         out = str(outdir / f"kernel_tuner-{_stem(path)}.jsonl")
         fast = [strategy for strategy in STRATEGIES if strategy != SLOW_STRATEGY]
         subprocess.run([sys.executable, script, str(path), out, "--seeds", str(seeds), "--strategies", *fast],
                        check=True)
-        subprocess.run([sys.executable, script, str(path), out, "--seeds", str(seeds), "--strategies", SLOW_STRATEGY,
-                        "--budgets", *map(str, SLOW_BUDGETS)], check=True)
+        subprocess.run([sys.executable, script, str(path), out, "--seeds", str(slow_seeds),
+                        "--strategies", SLOW_STRATEGY, "--budgets", *map(str, SLOW_BUDGETS)], check=True)
 
 
 def _fraction(optimum_ms: float, best_ms: list, budget: int) -> float:
@@ -259,7 +261,8 @@ def main() -> None:
     parser.add_argument("outdir", type=Path, nargs="?", default=ROOT / "bench" / "results" / "search_efficiency")
     parser.add_argument("--seeds", type=int, default=100)
     parser.add_argument("--long-seeds", type=int, default=30, help="TPE seeds that run 400 evaluations, not 100")
-    parser.add_argument("--kt-seeds", type=int, default=10)
+    parser.add_argument("--kt-seeds", type=int, default=100, help="seeds of Kernel Tuner's strategies but bayes_opt")
+    parser.add_argument("--kt-slow-seeds", type=int, default=10, help="seeds of Kernel Tuner's bayes_opt")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--summarize-only", action="store_true", help="only summarize the raw runs already there")
     args = parser.parse_args()
@@ -267,7 +270,7 @@ def main() -> None:
     args.outdir.mkdir(parents=True, exist_ok=True)
     if not args.summarize_only:
         run_replays(spaces, args.outdir, args.seeds, args.long_seeds, args.workers)
-        run_kernel_tuner(spaces, args.outdir, args.kt_seeds)
+        run_kernel_tuner(spaces, args.outdir, args.kt_seeds, args.kt_slow_seeds)
     summary = summarize(spaces, args.outdir)
     selection = leave_one_space_out(summary)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
