@@ -54,7 +54,9 @@ CANDIDATES = {**{f"global share {share}": {**PLAIN, "GLOBAL_SHARE": share} for s
               "doubling, one expanded": {**PLAIN, "GLOBAL_SHARE": 0.25, "DOUBLING": True, "EXPANDED": 1},
               **{f"TPE first {first}, doubling": {**PLAIN, "GLOBAL_SHARE": 0.25, "DOUBLING": True, "TPE_FIRST": first}
                  for first in (25, 50)},
-              "TPE first 50": {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50}}
+              "TPE first 50": {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50},
+              **{f"TPE first 50, wide share {wide}":
+                 {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": wide} for wide in (0.05, 0.1)}}
 BASELINES = ("tpe", "random")
 SLOW_STRATEGY, SLOW_BUDGETS = "bayes_opt", (25, 50, 100)
 
