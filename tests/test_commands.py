@@ -13,7 +13,7 @@ from processes import answers_ctrl_c
 
 from tuner import cache
 from tuner.cli import main
-from tuner.stopping import Terminated, stop_on_sigterm
+from tuner.stopping import PARENT, Terminated, stop_on_sigterm
 from tuner.storage import ORPHAN_GRACE_SECONDS
 
 SMALL = ["--shape", "16", "16", "16"]
@@ -94,11 +94,11 @@ def test_with_no_gpu_the_search_says_so_and_simulates(tmp_path):
     assert "no GPU here" in done.stderr and "simulated CPU time" in done.stdout
 
 
-def _start_search(root) -> subprocess.Popen:
+def _start_search(root, environment: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "200",
          "--cache-dir", str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=answers_ctrl_c)
+        preexec_fn=answers_ctrl_c, env=environment)
 
 
 def _wait_for_measurements(root, process, count: int) -> dict:
@@ -142,12 +142,18 @@ def test_ctrl_c_or_sigterm_stops_cleanly_and_keeps_the_results(tmp_path, stop, s
     assert cache.read_record(path).budget.measured == len(_measured(study)) >= 2
 
 
-def test_a_burst_of_sigterms_stops_as_one_does(tmp_path):
-    # A --devices worker whose parent is killed gets one SIGTERM per parent thread, milliseconds apart.
-    process = _start_search(tmp_path)
+@pytest.mark.parametrize("stops, parent", [([signal.SIGTERM] * 30, False),
+                                           ([signal.SIGTERM, signal.SIGINT] * 15, True)],
+                         ids=["sigterms", "worker-sigterm-and-sigint"])
+def test_a_burst_of_stop_signals_stops_as_one_does(tmp_path, stops, parent):
+    # A --devices worker whose parent is killed gets one SIGTERM per parent thread, milliseconds
+    # apart; one under a scheduler gets its SIGTERM and its parent's SIGINT. Spread over 60 ms, the
+    # burst reaches the stop and the interpreter's exit, where a signal not ignored would cut them.
+    environment = {**os.environ, PARENT: str(os.getpid())} if parent else None
+    process = _start_search(tmp_path, environment)
     _wait_for_measurements(tmp_path, process, 2)
-    for _ in range(5):
-        process.send_signal(signal.SIGTERM)
+    for stop in stops:
+        process.send_signal(stop)
         time.sleep(0.002)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 143 and "Traceback" not in err
@@ -155,12 +161,26 @@ def test_a_burst_of_sigterms_stops_as_one_does(tmp_path):
     assert not [t for t in _study(tmp_path).trials if t.state.name == "RUNNING"]
 
 
-def test_sigterm_raises_once_then_the_stop_goes_on():
-    previous = stop_on_sigterm()
+def test_sigterm_taken_once_raises_once():
+    previous = stop_on_sigterm(once=True)
     try:
         with pytest.raises(Terminated):
             signal.raise_signal(signal.SIGTERM)
-        signal.raise_signal(signal.SIGTERM)  # ignored: the stop the first one began is under way
+        try:
+            signal.raise_signal(signal.SIGTERM)  # ignored: the stop the first one began is under way
+        except Terminated:
+            pytest.fail("a second SIGTERM raised Terminated again")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_taken_as_ctrl_c_raises_each_time():
+    # The --devices parent's: a second SIGTERM kills its workers, as a second Ctrl-C does.
+    previous = stop_on_sigterm()
+    try:
+        for _ in range(2):
+            with pytest.raises(Terminated):
+                signal.raise_signal(signal.SIGTERM)
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -16,17 +16,25 @@ class Terminated(KeyboardInterrupt):
 
 
 def _terminate(signum, frame):
-    # Later SIGTERMs are ignored, by the system, to the process's exit: the stop is under way, and
-    # a second Terminated would cut it short. A worker whose parent is killed gets one from each of
-    # the parent's threads as they exit, since Linux reparents it to each in turn.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated
 
 
-def stop_on_sigterm():
-    """From now on SIGTERM stops this process as Ctrl-C does, by raising Terminated once (later
-    ones are ignored); the handler it had."""
-    return signal.signal(signal.SIGTERM, _terminate)
+def _stop_once(signum, frame):
+    # The first stop signal this handler takes stops the process; later SIGTERMs and SIGINTs it
+    # would take are ignored, by the system, to the process's exit, so that none cuts the stop
+    # short. A worker whose parent is killed gets a SIGTERM from each of the parent's threads as
+    # they exit (Linux reparents it to each in turn); a worker under a scheduler gets its SIGTERM
+    # and then its parent's SIGINT.
+    for taken in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(taken) is _stop_once:
+            signal.signal(taken, signal.SIG_IGN)
+    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+def stop_on_sigterm(once: bool = False):
+    """From now on SIGTERM stops this process as Ctrl-C does, by raising Terminated; the handler
+    it had. With `once`, only the first does: later ones are ignored while the stop goes on."""
+    return signal.signal(signal.SIGTERM, _stop_once if once else _terminate)
 
 
 @contextlib.contextmanager
@@ -53,9 +61,14 @@ def shielded():
 
 def follow_parent() -> None:
     """In a worker started with $TUNER_PARENT_PID: get SIGTERM when the parent dies (Linux's
-    prctl), and stop at once if it died before this process could ask."""
+    prctl), and stop at once if it died before this process could ask. Its parent stops it with
+    one SIGINT, which stops it once too, as a SIGTERM taken once does."""
     parent = os.environ.get(PARENT)
-    if not parent or not sys.platform.startswith("linux"):
+    if not parent:
+        return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _stop_once)
+    if not sys.platform.startswith("linux"):
         return
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != int(parent):

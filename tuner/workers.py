@@ -61,7 +61,7 @@ def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int
     """Run `command` (a `tuner search` without --devices) once per device, pinned; wait for all.
     The exit status is 130 after Ctrl-C (143 after SIGTERM), else 0 if every worker succeeded,
     else the highest (1 for a worker killed by a signal)."""
-    previous = stop_on_sigterm()  # a scheduler's SIGTERM stops them as Ctrl-C does
+    previous = stop_on_sigterm()  # a scheduler's SIGTERM stops them as Ctrl-C does, a second kills them
     workers = []
     for device in devices:
         worker = subprocess.Popen(command, env=pinned_environment(backend, device, dict(os.environ)), text=True,

@@ -64,7 +64,7 @@ def _search(args) -> int:
 
     if args.devices is not None:
         return _search_on_devices(args)
-    stop_on_sigterm()
+    stop_on_sigterm(once=True)
     follow_parent()
     if args.backend:  # a precision the backend lacks is said before any device is opened
         Space.of(get_backend(args.backend), args.dtype)
