@@ -269,15 +269,15 @@ def test_the_prune_threshold_follows_the_fastest_variant_not_the_highest_ceiling
 
     monkeypatch.setattr(tuner.search, "measure", measure)
     search = _search(tmp_path)
-    search.ceilings = Ceilings(tmp_path / "ceilings.json", lambda config: 0.1 * tile(config))
-    big, small, smaller = (next(config for config in search.space if tile(config) == size) for size in (16, 8, 4))
-    for config in (big, small, smaller):  # ceilings 1.6, 0.8 and 0.4
+    search.ceilings = Ceilings(tmp_path / "ceilings.json", lambda config: 0.05 + 0.1 * tile(config))
+    small, big, smaller = (next(config for config in search.space if tile(config) == size) for size in (8, 16, 4))
+    for config in (small, big, smaller):  # ceilings 0.85, 1.65 and 0.45, measured in this order
         search.study.enqueue_trial(config.as_dict())
     search.run(trials=3, timeout=None, warm=False)
-    # When the 4 per thread's turn came, the fastest (8 per thread, ceiling 0.8) set the threshold,
-    # 0.4, so it was measured; the highest ceiling (1.6) would have pruned it.
+    # When the 4 per thread's turn came, the fastest (8 per thread, ceiling 0.85) set the threshold,
+    # 0.425, so it was measured; the highest ceiling, also the last measured (1.65), would have pruned it.
     assert sorted(tile(Config(**trial.params)) for trial in _measured(search)) == [4, 8, 16]
-    assert why_not_measure(0.4, 0.8, 0) == "" and why_not_measure(0.4, 1.6, 0)
+    assert why_not_measure(0.45, 0.85, 0) == "" and why_not_measure(0.45, 1.65, 0)
 
 
 def test_with_nothing_better_left_the_ceiling_no_longer_prunes():
