@@ -4,15 +4,14 @@
 For each space in ../shared/data: how many recorded configurations lie within 3% and 0.5% of the
 optimum; how likely uniform draws of recorded configurations (failed ones count as evaluations,
 as in the replays) are to find one within 100 and 400 draws, and their expected fraction of the
-optimum, both exact; and the hit rates of the default (`TPE first 50`), Optuna's TPE and each
-Kernel Tuner strategy: the share of their runs that reached 0.97 by 100 evaluations and 0.995 by
-400. Where a target needs configurations that few runs of any strategy find, a mean above it
-needs a search that finds them nearly every time.
+optimum, both exact; and the hit rates of the default (the candidate summary.json says ships),
+Optuna's TPE and each Kernel Tuner strategy: the share of their runs that reached 0.97 by 100
+evaluations and 0.995 by 400. Where a target needs configurations that few runs of any strategy
+find, a mean above it needs a search that finds them nearly every time.
 
     python bench/space_difficulty.py [--out bench/results/search_efficiency/space_difficulty.json]
 """
 import argparse
-import gzip
 import json
 import math
 import sys
@@ -22,13 +21,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from provenance import provenance  # noqa: E402
+from replay_experiment import _fraction, _rows  # noqa: E402
 
 from tuner import recorded  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 RUNS = ROOT / "bench" / "results" / "search_efficiency"
 TARGETS = {100: 0.97, 400: 0.995}
-DEFAULT = "TPE first 50"
 
 
 def _log_choose(n: int, k: int) -> float:
@@ -51,31 +50,21 @@ def uniform(fractions: list[float], draws: int) -> dict:
     return {"expected_fraction": expected, "chance_of_at_least": hits}
 
 
-def _lines(path: Path) -> list[dict]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
-def _fraction(optimum_ms: float, best_ms: list, budget: int) -> float:
-    found = best_ms[:budget]
-    return optimum_ms / found[-1] if found and found[-1] else 0.0
-
-
-def hit_rates(stem: str, optimum_ms: float) -> dict:
-    """Per strategy and budget: the share of runs at or above that budget's target, and the runs."""
+def hit_rates(stem: str, optimum_ms: float, default: str) -> dict:
+    """Per strategy and budget: the share of runs at or above that budget's target, and the runs;
+    `default` is the candidate that ships."""
     runs = {}  # (strategy, budget) -> fractions
-    for line in _lines(RUNS / f"candidates-{stem}.jsonl.gz"):
-        if line["candidate"] == DEFAULT:
+    for line in _rows(RUNS / f"candidates-{stem}.jsonl.gz"):
+        if line["candidate"] == default:
             for budget in TARGETS:
-                runs.setdefault((f"default ({DEFAULT})", budget), []).append(
+                runs.setdefault((f"default ({default})", budget), []).append(
                     _fraction(optimum_ms, line["best_ms"], budget))
-    for line in _lines(RUNS / f"tuner-{stem}.jsonl"):
+    for line in _rows(RUNS / f"tuner-{stem}.jsonl"):
         if line["sampler"] == "tpe":
             for budget in TARGETS:
                 if line.get("evaluations", 400) >= budget:
                     runs.setdefault(("tpe", budget), []).append(_fraction(optimum_ms, line["best_ms"], budget))
-    for line in _lines(RUNS / f"kernel_tuner-{stem}.jsonl"):
+    for line in _rows(RUNS / f"kernel_tuner-{stem}.jsonl"):
         if line["budget"] in TARGETS:
             runs.setdefault((f"kernel_tuner {line['strategy']}", line["budget"]), []).append(
                 _fraction(optimum_ms, line["best_ms"], line["budget"]))
@@ -86,7 +75,7 @@ def hit_rates(stem: str, optimum_ms: float) -> dict:
     return rates
 
 
-def difficulty(path: Path) -> dict:
+def difficulty(path: Path, default: str) -> dict:
     space = recorded.load(path)
     optimum = space.optimum
     fractions = [optimum / result.seconds if result.seconds else 0.0 for result in space.results.values()]
@@ -95,7 +84,7 @@ def difficulty(path: Path) -> dict:
             "within": {f"{target}": sum(value >= target for value in fractions) for target in TARGETS.values()},
             "next_below_0.97": max((value for value in fractions if value < 0.97), default=0.0),
             "uniform": {str(budget): uniform(fractions, budget) for budget in TARGETS},
-            "hit_rates": hit_rates(stem, optimum * 1e3)}
+            "hit_rates": hit_rates(stem, optimum * 1e3, default)}
 
 
 def table(rows: list[dict]) -> str:
@@ -116,7 +105,7 @@ def table(rows: list[dict]) -> str:
             return f"{hits(best, budget)} {best.removeprefix('kernel_tuner ')}"
 
         near, far = row["uniform"]["100"], row["uniform"]["400"]
-        default = f"default ({DEFAULT})"
+        default = next(name for name in rates if name.startswith("default ("))
         lines.append(
             f"| {row['space'].removeprefix('benchmark_hub_')} | {row['recorded']} ({row['succeeded']}) | "
             f"{row['within']['0.97']} | {row['within']['0.995']} | {row['next_below_0.97']:.3f} | "
@@ -131,7 +120,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=RUNS / "space_difficulty.json")
     args = parser.parse_args()
-    rows = [difficulty(path) for path in sorted(DATA.glob("*.json.gz"))]
+    shipped = json.loads((RUNS / "summary.json").read_text())["selection"]["shipped"]
+    rows = [difficulty(path, shipped) for path in sorted(DATA.glob("*.json.gz"))]
     text = table(rows)
     command = " ".join([Path(sys.executable).name] + sys.argv)
     args.out.write_text(json.dumps({**provenance(command, "none: the recorded spaces and the replays' raw runs"),
