@@ -45,7 +45,7 @@ def any_value_moves(self, point: tuple) -> list[tuple]:
 
 original_neighbours = module.LocalSearchSampler._neighbours
 # The default of the time, local moves only, which each variant changes.
-BASE = {"TPE_FIRST": 0, "DOUBLING": False, "GLOBAL_SHARE": 0.0}
+BASE = {"TPE_FIRST": 0, "DOUBLING": False, "GLOBAL_SHARE": 0.0, "WIDE_SHARE": 0.0}
 VARIANTS = {
     "default": {},
     "EXPANDED=1": {"EXPANDED": 1},

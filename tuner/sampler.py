@@ -35,7 +35,7 @@ study's trials, so a resumed study, or several workers on one study, go on where
 
 A TPE_SHARE of the suggestions of steps 2-3 take a proposal of Optuna's multivariate TPE instead,
 if one of TPE_TRIES is unseen and valid. Leave-one-space-out chose the default: TPE's turn on
-(50), DOUBLING, WIDE_SHARE and TPE_SHARE off (docs/search.md).
+(50), WIDE_SHARE 0.1, DOUBLING and TPE_SHARE off (docs/search.md).
 
 Seen means evaluated, running in another worker, or queued, so after a TPE turn nothing is
 suggested twice. A failed or infeasible configuration counts as the worst value. Evidence for
@@ -59,7 +59,7 @@ NOISE = 0.3
 GLOBAL_SHARE = 0.25
 # The share of suggestions after the start whose local move is wide: to any other value of one
 # parameter, not one step along its domain (drawn apart from the global share while they sum to 1 or less).
-WIDE_SHARE = 0.0
+WIDE_SHARE = 0.1
 # The share of suggestions after the start that take a proposal of Optuna's multivariate TPE, the
 # first of TPE_TRIES that is an unseen valid configuration (a local or global move if none is).
 TPE_SHARE = 0.0
