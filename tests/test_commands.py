@@ -161,6 +161,23 @@ def test_a_burst_of_stop_signals_stops_as_one_does(tmp_path, stops, parent):
     assert not [t for t in _study(tmp_path).trials if t.state.name == "RUNNING"]
 
 
+def test_a_worker_stops_at_its_parents_sigint_even_where_sigint_was_ignored(tmp_path):
+    # A --devices parent started as a shell's background job ignores SIGINT and so would its
+    # workers; the one SIGINT it sends them is how it stops them.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "200",
+         "--cache-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN), env={**os.environ, PARENT: str(os.getpid())})
+    try:
+        _wait_for_measurements(tmp_path, process, 2)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()  # one that ignored the SIGINT would run on
+    assert process.returncode == 130 and "interrupted; completed trials are kept" in err
+    assert not [t for t in _study(tmp_path).trials if t.state.name == "RUNNING"]
+
+
 def test_sigterm_taken_once_raises_once():
     previous = stop_on_sigterm(once=True)
     try:

@@ -62,11 +62,12 @@ def shielded():
 def follow_parent() -> None:
     """In a worker started with $TUNER_PARENT_PID: get SIGTERM when the parent dies (Linux's
     prctl), and stop at once if it died before this process could ask. Its parent stops it with
-    one SIGINT, which stops it once too, as a SIGTERM taken once does."""
+    one SIGINT, which stops it once too, as a SIGTERM taken once does, even where SIGINT was
+    ignored (a shell's background job): in its own session, only its parent sends one."""
     parent = os.environ.get(PARENT)
     if not parent:
         return
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, signal.SIG_IGN):
         signal.signal(signal.SIGINT, _stop_once)
     if not sys.platform.startswith("linux"):
         return
