@@ -94,11 +94,11 @@ def test_with_no_gpu_the_search_says_so_and_simulates(tmp_path):
     assert "no GPU here" in done.stderr and "simulated CPU time" in done.stdout
 
 
-def _start_search(root, environment: dict | None = None) -> subprocess.Popen:
+def _start_search(root, environment: dict | None = None, preexec_fn=answers_ctrl_c) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "200",
          "--cache-dir", str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=answers_ctrl_c, env=environment)
+        preexec_fn=preexec_fn, env=environment)
 
 
 def _wait_for_measurements(root, process, count: int) -> dict:
@@ -164,10 +164,8 @@ def test_a_burst_of_stop_signals_stops_as_one_does(tmp_path, stops, parent):
 def test_a_worker_stops_at_its_parents_sigint_even_where_sigint_was_ignored(tmp_path):
     # A --devices parent started as a shell's background job ignores SIGINT and so would its
     # workers; the one SIGINT it sends them is how it stops them.
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "200",
-         "--cache-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN), env={**os.environ, PARENT: str(os.getpid())})
+    process = _start_search(tmp_path, {**os.environ, PARENT: str(os.getpid())},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         _wait_for_measurements(tmp_path, process, 2)
         process.send_signal(signal.SIGINT)
