@@ -2,7 +2,7 @@
 Kernel Tuner's strategies on every recorded space (docs/search.md).
 
     python bench/replay_experiment.py [OUTDIR] [--seeds 100] [--long-seeds 30] [--kt-seeds 100]
-                                      [--kt-slow-seeds 10] [--workers 2]
+                                      [--kt-slow-seeds 100] [--workers 2]
 
 Every file in ../shared/data is a space. Raw runs are appended to OUTDIR (default
 bench/results/search_efficiency), and runs already there are skipped, so an interrupted
@@ -127,15 +127,20 @@ def run_replays(spaces: list[Path], outdir: Path, seeds: int, long_seeds: int, w
             print(f"{_stem(path)} {row[kind]} seed {row['seed']}", file=sys.stderr, flush=True)
 
 
-def run_kernel_tuner(spaces: list[Path], outdir: Path, seeds: int, slow_seeds: int) -> None:
+def run_kernel_tuner(spaces: list[Path], outdir: Path, seeds: int, slow_seeds: int, workers: int) -> None:
+    """Kernel Tuner's strategies on every space, `workers` spaces at a time (each has its own file)."""
     script = str(ROOT / "bench" / "kernel_tuner_strategies.py")
-    for path in spaces:
+    fast = [strategy for strategy in STRATEGIES if strategy != SLOW_STRATEGY]
+
+    def strategies(path: Path) -> None:
         out = str(outdir / f"kernel_tuner-{_stem(path)}.jsonl")
-        fast = [strategy for strategy in STRATEGIES if strategy != SLOW_STRATEGY]
         subprocess.run([sys.executable, script, str(path), out, "--seeds", str(seeds), "--strategies", *fast],
                        check=True)
         subprocess.run([sys.executable, script, str(path), out, "--seeds", str(slow_seeds),
                         "--strategies", SLOW_STRATEGY, "--budgets", *map(str, SLOW_BUDGETS)], check=True)
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        list(pool.map(strategies, spaces))
 
 
 def _fraction(optimum_ms: float, best_ms: list, budget: int) -> float:
@@ -264,7 +269,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=100)
     parser.add_argument("--long-seeds", type=int, default=30, help="TPE seeds that run 400 evaluations, not 100")
     parser.add_argument("--kt-seeds", type=int, default=100, help="seeds of Kernel Tuner's strategies but bayes_opt")
-    parser.add_argument("--kt-slow-seeds", type=int, default=10, help="seeds of Kernel Tuner's bayes_opt")
+    parser.add_argument("--kt-slow-seeds", type=int, default=100, help="seeds of Kernel Tuner's bayes_opt")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--summarize-only", action="store_true", help="only summarize the raw runs already there")
     args = parser.parse_args()
@@ -272,7 +277,7 @@ def main() -> None:
     args.outdir.mkdir(parents=True, exist_ok=True)
     if not args.summarize_only:
         run_replays(spaces, args.outdir, args.seeds, args.long_seeds, args.workers)
-        run_kernel_tuner(spaces, args.outdir, args.kt_seeds, args.kt_slow_seeds)
+        run_kernel_tuner(spaces, args.outdir, args.kt_seeds, args.kt_slow_seeds, args.workers)
     summary = summarize(spaces, args.outdir)
     selection = leave_one_space_out(summary)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
