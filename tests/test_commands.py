@@ -49,7 +49,10 @@ def test_devices_shows_the_simulator_fingerprints(capsys):
     (["search", "--backend", "cuda", "--shape", "0", "16", "16"], "m must be a positive integer"),
     (["search", "--backend", "cuda", "--shape", "512", "512", "512"], "too large for the simulator"),
     (["search", "--backend", "roc", "--dtype", "float16", *SMALL], "choose one of: float32, float64"),
-    (["search", "--backend", "cuda", "--trials", "0"], "must be at least 1"),
+    (["search", "--backend", "cuda", "--trials", "0"], "must be a whole number, at least 1, not 0"),
+    (["search", "--backend", "cuda", "--trials", "abc"], "argument --trials: must be a whole number, at least 1, not"),
+    (["search", "--backend", "cuda", "--compile-workers", "x"], "argument --compile-workers: must be a whole number"),
+    (["search", "--backend", "cuda", "--seed", "-5"], "argument --seed: must be a whole number from 0 to 4294967295"),
     (["search", "--backend", "cuda", "--timeout", "-1"], "must be more than 0 seconds"),
     (["search", "--backend", "cuda", *SMALL, "--storage", "nosuchdb://x"], "nosuchdb"),
     (["show", "no-such-record"], "no record matches 'no-such-record'"),
@@ -62,6 +65,22 @@ def test_mistakes_get_one_line(tmp_path, capsys, argv, message):
     assert status == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("blocked, message", [
+    ("records", "check --cache-dir"),
+    ("kernels", "is a file, not a directory; set TUNER_KERNEL_DIR to a directory of your own"),
+])
+def test_a_cache_that_cannot_be_written_stops_the_search_before_anything_is_measured(
+        tmp_path, capsys, monkeypatch, blocked, message):
+    (tmp_path / blocked).write_text("a file where a folder should be")
+    monkeypatch.setenv("TUNER_KERNEL_DIR", str(tmp_path / "kernels"))
+    monkeypatch.setattr("tuner.search.Search._measure", lambda *args: pytest.fail("a variant was measured"))
+    assert main(["search", "--backend", "cuda", *SMALL, "--trials", "1", "--cache-dir", str(tmp_path)]) == 2
+    *before, error = capsys.readouterr().err.splitlines()
+    assert message in error and error.startswith("tuner search: error: ")
+    assert not any("error" in line for line in before)
+    assert "(check --cache-dir" not in error or blocked == "records"
 
 
 def test_an_unreadable_record_is_skipped_with_a_warning(tmp_path, capsys):

@@ -79,7 +79,7 @@ def test_nothing_to_regenerate_is_said_plainly(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("arguments, message", [
-    (["--trials", "0"], "must be at least 1"),
+    (["--trials", "0"], "must be a whole number, at least 1, not 0"),
     (["--backend", "metal"], "invalid choice: 'metal'"),
 ])
 def test_bad_arguments_are_one_line(tmp_path, capsys, arguments, message):

@@ -346,3 +346,20 @@ def test_tpes_turn_on_the_projects_space_is_never_stuck_on_invalid_suggestions(m
                 longest = max(longest, in_a_row)
                 answer(study, trial, *(("duplicate", measured[key], 0.0) if key in measured else ("invalid", 0.0, 1.0)))
         assert longest < MAX_UNMEASURED_IN_A_ROW // 5, f"seed {seed}"
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--seed", "99999999999"], "argument --seed: must be a whole number from 0 to 4294967295, not 99999999999"),
+    (["--pending", "1.5"], "argument --pending: must be a whole number, 0 or more, not '1.5'"),
+])
+def test_tuner_replay_names_a_bad_option_in_one_line(space_file, capsys, arguments, message):
+    with pytest.raises(SystemExit) as exit:
+        main(["replay", str(space_file), *arguments])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_tuner_replay_refuses_seeds_past_the_last_before_searching(space_file, capsys):
+    assert main(["replay", str(space_file), "--seed", "4294967295", "--repeat", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "choose a smaller --seed" in err and err.count("\n") == 1, err

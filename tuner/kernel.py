@@ -54,6 +54,8 @@ def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR) -> Path:
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = os.lstat(directory)
+    except FileExistsError:
+        raise UnsafeKernelDirectory(f"the kernel directory {directory} is a file, not a directory; {remedy}") from None
     except OSError as error:
         raise UnsafeKernelDirectory(f"cannot create the kernel directory {directory} ({error.strerror or error}); "
                                     f"{remedy}") from None
@@ -120,6 +122,12 @@ def _write_atomically(path: Path, content: bytes) -> None:
         raise UnsafeKernelDirectory(f"cannot write the kernel file {path} ({error.strerror or error}); check the "
                                     "disk space and what is at that path, or set TUNER_KERNEL_DIR to another "
                                     "directory") from None
+
+
+def prepared_dir(directory: Path) -> Path:
+    """The kernel directory `directory`, checked private, and Numba's cache of its kernels too."""
+    _numba_cache_dir(private_dir(directory))
+    return directory
 
 
 def write_source(source: str, directory: Path | None = None) -> Path:

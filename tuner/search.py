@@ -20,7 +20,7 @@ from . import cache, record
 from .ceiling import Ceilings, why_not_measure
 from .compile_ahead import CompileAheadFailed, Compiled, CompilePool
 from .config import Tiling
-from .kernel import kernel_dir, private_dir
+from .kernel import kernel_dir, prepared_dir
 from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measured, Operands, measure
 from .problem import Problem
 from .runtime import Runtime
@@ -106,6 +106,13 @@ class Search:
                         if is_measured(trial)}
         self.ceilings = Ceilings.where_countable(runtime, self.space, root)
 
+    def _check_writable(self) -> None:
+        """Stop before anything is measured where the record or the kernel files could not be
+        written: the record's lock is taken (its folder made) and the kernel directory checked."""
+        with cache.locked(self.path):
+            pass
+        prepared_dir(kernel_dir(self.root))
+
     def enqueue(self, configs: list[Tiling]) -> list[Tiling]:
         """Queue the configurations the study has neither measured, claimed nor queued; those
         queued (SharedStorage.enqueue)."""
@@ -150,6 +157,7 @@ class Search:
         measured variants, counting every worker's; Ctrl-C and SIGTERM stop cleanly. With
         `compile_workers`, as many suggestions are asked ahead and compiled in that many worker
         processes while this one measures (compile_ahead.py)."""
+        self._check_writable()
         if warm:
             self.warm_start()
         outcome = Outcome()
@@ -162,8 +170,6 @@ class Search:
                            self.runtime.simulated, ahead, family=self.problem.family,
                            counts=self.ceilings is not None) \
             if ahead else contextlib.nullcontext()
-        if ahead:
-            private_dir(kernel_dir(self.root))  # an unsafe kernel directory stops the search before any worker starts
         try:
             with pool, self.shared.beating(lambda: list(self._asked.values())):
                 while trials is None or outcome.measured < trials:

@@ -38,9 +38,11 @@ def is_user_error(error: Exception) -> bool:
 
 def explain(error: Exception) -> str:
     """The one line for a user error, with what to do where the error does not say it."""
+    from ..kernel import UnsafeKernelDirectory
+
     if isinstance(error, ImportError):
         return f"{error} (install tuner with its backend's extra: pip install -e '.[cuda]', or '.[roc]')"
-    if isinstance(error, OSError):
+    if isinstance(error, OSError) and not isinstance(error, UnsafeKernelDirectory):  # whose message says it
         return f"{error} (check --cache-dir, TUNER_CACHE_DIR, TUNER_KERNEL_DIR and disk space)"
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__

@@ -1,7 +1,5 @@
-"""Argument types and options that several commands share.
-
-argparse names a type's function in its message for a value the type cannot convert ("invalid
-_positive value: 'x'"), so the types keep the names those messages have always shown."""
+"""Argument types and options that several commands share. Each type says what it takes in its
+own message, since argparse would name the type's function for a value it cannot convert."""
 import argparse
 
 DTYPE_HELP = ("the precision: float32 (default), float64, float16 (float32 accumulate and result), and on cuda "
@@ -23,15 +21,29 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+def _integer(text: str, lowest: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}") from None
+    if value < lowest:
+        raise argparse.ArgumentTypeError(f"must be {what}, not {value}")
     return value
 
 
+def _count(text: str) -> int:
+    return _integer(text, 0, "a whole number, 0 or more")
+
+
 def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return _integer(text, 1, "a whole number, at least 1")
+
+
+SEED_LIMIT = 2**32  # NumPy's and Optuna's seeds are below it
+
+
+def _seed(text: str) -> int:
+    value = _integer(text, 0, f"a whole number from 0 to {SEED_LIMIT - 1}")
+    if value >= SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {SEED_LIMIT - 1}, not {value}")
     return value

@@ -3,7 +3,7 @@ import sys
 
 from .. import cache
 from ..backends import BACKENDS
-from .arguments import _positive, add_cache_dir
+from .arguments import _positive, _seed, add_cache_dir
 from .search import default_trials, open_device
 
 
@@ -37,6 +37,6 @@ def add_parsers(subparsers) -> None:
     regenerate.add_argument("--simulate", action="store_true", help="run on Numba's CUDA simulator")
     regenerate.add_argument("--trials", type=_positive,
                             help="variants to measure when re-tuning a product (default 60 on a GPU, 6 simulated)")
-    regenerate.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the test inputs")
+    regenerate.add_argument("--seed", type=_seed, default=0, help="seed of the sampler and of the test inputs")
     add_cache_dir(regenerate)
     regenerate.set_defaults(run=_regenerate)

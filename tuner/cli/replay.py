@@ -2,13 +2,16 @@
 import json
 
 from ..sampler import SAMPLERS
-from .arguments import _count, _positive
+from .arguments import SEED_LIMIT, _count, _positive, _seed
 
 
 def _replay(args) -> int:
     from ..recorded import load
     from ..replay import NEAR, summarize
 
+    if args.seed + args.repeat > SEED_LIMIT:
+        raise ValueError(f"--seed {args.seed} with --repeat {args.repeat} goes past the last seed, {SEED_LIMIT - 1}: "
+                         "choose a smaller --seed")
     space = load(args.file)
     summary = summarize(space, args.trials, args.repeat, args.sampler, args.seed, args.pending).as_dict()
     if args.json:
@@ -37,7 +40,7 @@ def add_parsers(subparsers) -> None:
     replay.add_argument("--trials", type=_positive, default=100, help="evaluations per search (default 100)")
     replay.add_argument("--repeat", type=_positive, default=20, help="independent searches (default 20)")
     replay.add_argument("--sampler", choices=SAMPLERS, default="local")
-    replay.add_argument("--seed", type=int, default=0, help="seed of the first search; the others follow it")
+    replay.add_argument("--seed", type=_seed, default=0, help="seed of the first search; the others follow it")
     replay.add_argument("--pending", type=_count, default=0, metavar="N",
                         help="suggestions held running before each is told, as N compile workers hold them")
     replay.add_argument("--json", action="store_true")

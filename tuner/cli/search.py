@@ -15,7 +15,7 @@ from ..sampler import SAMPLERS
 from ..space import Space
 from ..stopping import follow_parent, stop_on_sigterm
 from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
-from .arguments import DTYPE_HELP, _count, _positive, _seconds, add_cache_dir
+from .arguments import DTYPE_HELP, _count, _positive, _seconds, _seed, add_cache_dir
 from .records import print_best
 
 DEFAULT_SHAPE = (4096, 4096, 4096)  # on a GPU; the simulator has its own (simulator.SHAPE)
@@ -180,7 +180,7 @@ def _options() -> argparse.ArgumentParser:
                         help="the study's budget of measured variants, shared by every worker on it: a rerun measures "
                              "only what is missing (default 60 on a GPU, 6 simulated)")
     search.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="stop after this long")
-    search.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the test inputs")
+    search.add_argument("--seed", type=_seed, default=0, help="seed of the sampler and of the test inputs")
     search.add_argument("--sampler", choices=SAMPLERS, default="local",
                         help="local (default: TPE's turn, then a model-guided local search; see docs/search.md), tpe, "
                              "random or nsga2")
