@@ -47,3 +47,11 @@ def test_a_missing_driver_is_no_gpu_with_the_libraries_tried(backend, monkeypatc
         backend.detect()
     with pytest.raises(NoGPU, match=f"no {backend.name} driver found \\(libtuner-no-such-driver.so is not loadable\\)"):
         driver_device_count(backend)
+
+
+def test_a_tuner_backend_variable_naming_no_backend_is_refused_by_name(monkeypatch):
+    from tuner.runtime import detect_runtime
+
+    monkeypatch.setenv("TUNER_BACKEND", "metal")
+    with pytest.raises(ValueError, match="TUNER_BACKEND='metal' names no backend; set it to one of: cuda, roc"):
+        detect_runtime()

@@ -48,6 +48,7 @@ def test_devices_shows_the_simulator_fingerprints(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["search", "--backend", "cuda", "--shape", "0", "16", "16"], "m must be a positive integer"),
     (["search", "--backend", "cuda", "--shape", "512", "512", "512"], "too large for the simulator"),
+    (["search", "--backend", "cuda", "--batch", "100000", *SMALL], "--batch 100000 --shape 16 16 16: "),
     (["search", "--backend", "roc", "--dtype", "float16", *SMALL], "choose one of: float32, float64"),
     (["search", "--backend", "cuda", "--trials", "0"], "must be a whole number, at least 1, not 0"),
     (["search", "--backend", "cuda", "--trials", "abc"], "argument --trials: must be a whole number, at least 1, not"),
@@ -89,7 +90,8 @@ def test_an_unreadable_record_is_skipped_with_a_warning(tmp_path, capsys):
     broken.write_text("{ not json")
     assert _list(capsys, tmp_path) == []
     assert main(["list", "--cache-dir", str(tmp_path)]) == 0
-    assert "skipping" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "skipping" in err and "delete it; the next tuner search of its product writes it again" in err
 
 
 def test_an_incomplete_record_is_skipped_with_a_warning(tmp_path, capsys):

@@ -60,12 +60,13 @@ def test_a_value_dropped_from_a_domain_loads_and_only_that_configuration_is_left
     assert loaded.configs[1].block_k == 4 and loaded.valid_configs() == [Config()]
 
 
+UNKNOWN_FORMAT = 'not a tuner record of a known format (its "format" is not one of 1, 2)'
 HOSTILE = {
     "truncated": (json.dumps(GOOD)[:300], "unreadable"),
     "binary garbage": ("\x00\xff\xfe" * 10, "unreadable"),
-    "a list, not an object": ("[1, 2, 3]", "not a tuner record of a known format (1, 2)"),
-    "true posing as format 1": (_set("format", True), "not a tuner record of a known format (1, 2)"),
-    "a newer format": (_set("format", 3), "not a tuner record of a known format (1, 2)"),
+    "a list, not an object": ("[1, 2, 3]", UNKNOWN_FORMAT),
+    "true posing as format 1": (_set("format", True), UNKNOWN_FORMAT),
+    "a newer format": (_set("format", 3), UNKNOWN_FORMAT),
     "another family": (_set("family", "conv2d"), "record.family must be one of matmul"),
     "code in a parameter": (_set("best.config.block_m", "__import__('os').system('touch pwned')"),
                             "record.best.config.block_m must be an integer from 0"),

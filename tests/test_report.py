@@ -68,10 +68,20 @@ def test_report_writes_a_page_and_its_figures(searched, tmp_path, capsys):
 
 def test_report_says_when_there_are_no_bench_results(searched, tmp_path):
     root, _ = searched
-    out = tmp_path / "report"
-    assert main(["report", "--cache-dir", str(root), "--out", str(out), "--bench", str(tmp_path / "none")]) == 0
+    out, empty = tmp_path / "report", tmp_path / "empty"
+    empty.mkdir()
+    assert main(["report", "--cache-dir", str(root), "--out", str(out), "--bench", str(empty)]) == 0
     assert "No benchmark results" in (out / "report.html").read_text()
     assert not (out / "bench-0.png").exists()
+
+
+def test_report_refuses_a_bench_path_that_does_not_exist(searched, tmp_path, capsys):
+    root, _ = searched
+    missing = tmp_path / "typo"
+    assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path / "report"), "--bench", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"--bench {missing}: no such file or folder" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "report").exists()
 
 
 def test_show_source_prints_the_best_configurations_kernel(searched, capsys):

@@ -74,6 +74,9 @@ def locked(path: Path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+_REWRITE = "delete it; the next tuner search of its product writes it again"
+
+
 def read_record(path: Path) -> record.Record:
     """The record in `path`, migrated and checked; CacheError saying what is wrong."""
     try:
@@ -87,11 +90,11 @@ def read_record(path: Path) -> record.Record:
             raise OSError(f"over {record.MAX_BYTES} bytes, too large to be a record")
         data = json.loads(raw)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise CacheError(f"{path}: unreadable ({type(error).__name__}: {str(error)[:200]})") from None
+        raise CacheError(f"{path}: unreadable ({type(error).__name__}: {str(error)[:200]}); {_REWRITE}") from None
     try:
         loaded = record.Record.from_dict(data)
     except record.RecordError as error:
-        raise CacheError(f"{path}: {error}") from None
+        raise CacheError(f"{path}: {error}; {_REWRITE}") from None
     problem = _misfiled(path, loaded)
     if problem:
         raise CacheError(f"{path}: {problem}")

@@ -139,7 +139,8 @@ class Record:
     def from_dict(cls, data) -> "Record":
         """The record `data` holds, in any known format; RecordError saying what is wrong."""
         if not isinstance(data, dict) or type(data.get("format")) is not int or data["format"] not in KNOWN_FORMATS:
-            raise RecordError(f"not a tuner record of a known format ({', '.join(map(str, KNOWN_FORMATS))})")
+            raise RecordError(f"not a tuner record of a known format (its \"format\" is not one of "
+                              f"{', '.join(map(str, KNOWN_FORMATS))})")
         while data["format"] != FORMAT:
             data = MIGRATIONS[data["format"]](data)
         problem = check(data, {**SCHEMA, "family": OneOf(families())}, "record") or check(

@@ -147,9 +147,13 @@ def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
 def detect_runtime(backend: str | None = None) -> Runtime:
     """The runtime of `backend`, else of $TUNER_BACKEND, else the simulator when
     NUMBA_ENABLE_CUDASIM=1, else the first backend with a GPU here (CUDA, then ROC)."""
-    name = backend or os.environ.get("TUNER_BACKEND")
-    if name:
-        return open_runtime(get_backend(name))
+    if backend:
+        return open_runtime(get_backend(backend))
+    if os.environ.get("TUNER_BACKEND"):
+        if os.environ["TUNER_BACKEND"] not in BACKENDS:
+            raise ValueError(f"TUNER_BACKEND={os.environ['TUNER_BACKEND']!r} names no backend; set it to one of: "
+                             f"{', '.join(BACKENDS)}, or unset it")
+        return open_runtime(BACKENDS[os.environ["TUNER_BACKEND"]])
     if simulator.enabled():
         return open_runtime(BACKENDS[SIMULATOR_DEFAULT])
     reasons = []

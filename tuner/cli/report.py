@@ -7,9 +7,11 @@ from .arguments import add_cache_dir
 
 
 def _report(args) -> int:
-    from ..benchmarks import BENCH_RESULTS
+    from ..benchmarks import BENCH_FILE, BENCH_RESULTS
     from ..report import DEFAULT_OUT, write_report
 
+    if args.bench and not Path(args.bench).exists():
+        raise ValueError(f"--bench {args.bench}: no such file or folder; pass a {BENCH_FILE} or a folder holding them")
     report = write_report(cache.cache_dir(args.cache_dir), Path(args.out) if args.out else DEFAULT_OUT,
                           study_name=args.study, storage=args.storage,
                           bench=Path(args.bench) if args.bench else BENCH_RESULTS)

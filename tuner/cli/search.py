@@ -52,7 +52,7 @@ def _problem(args, runtime: Runtime) -> Problem:
         raise ValueError(lacks)
     refusal = runtime.refuses(problem)
     if refusal:
-        raise ValueError(f"--shape {refusal}; pass a smaller --shape")
+        raise ValueError(f"{problem.options}: {refusal}; pass smaller sizes")
     return problem
 
 
