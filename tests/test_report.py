@@ -126,3 +126,15 @@ def test_failures_are_counted_by_status_and_by_rule():
     assert failure_reasons(trials) == {"invalid: unroll_k=N does not divide block_k=N": 2,
                                        "invalid: N threads per block": 1, "wrong: relative error N over Ne-N": 1,
                                        "pruned: the NxN register tile is elongated beyond N:N": 1}
+
+
+def test_a_study_of_one_variant_is_drawn_without_matplotlib_warnings(tmp_path, capsys):
+    import warnings
+
+    assert main(["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--trials", "1",
+                 "--cache-dir", str(tmp_path)]) == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["report", "--cache-dir", str(tmp_path), "--out", str(tmp_path / "report")]) == 0
+    assert (tmp_path / "report" / "history.png").exists()
+    assert not [str(warning.message) for warning in caught if issubclass(warning.category, UserWarning)]

@@ -162,6 +162,8 @@ def draw(runs: StudyTrials, records: list[Record], results: list, root: Path) ->
             return
         with warnings.catch_warnings(), plt.style.context("ggplot"):  # the style of Optuna's plots, for all
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            # One variant gives an axis of one value, which matplotlib widens itself after saying so.
+            warnings.filterwarnings("ignore", "Attempting to set identical", UserWarning)
             figures.append(Figure(name, title, caption, png()))
 
     add("history", "Optimisation history",
