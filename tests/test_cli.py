@@ -22,6 +22,7 @@ def test_render_prints_source(capsys, argv):
 @pytest.mark.parametrize("argv, message", [
     (["render", "--backend", "cuda", "block_m=48"], "block_m=48 is not one of 16, 32, 64, 128"),
     (["render", "--backend", "cuda", "blockm=64"], "valid names: block_m, block_n"),
+    (["render", "--backend", "cuda", "block_m=16", "block_m=32"], "block_m is given twice; give each parameter once"),
     (["render", "--backend", "roc", "--dtype", "float16"], "choose one of: float32, float64"),
     (["render", "--backend", "roc", "max_registers=64"], "not available on roc"),
     (["render", "--backend", "cuda", "thread_m=8", "thread_n=8", "block_m=16", "block_n=16"], "warp"),

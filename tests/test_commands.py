@@ -84,6 +84,13 @@ def test_a_cache_that_cannot_be_written_stops_the_search_before_anything_is_meas
     assert "(check --cache-dir" not in error or blocked == "records"
 
 
+def test_listing_a_cache_directory_that_does_not_exist_says_so(tmp_path, capsys):
+    assert main(["list", "--cache-dir", str(tmp_path / "typo")]) == 0
+    captured = capsys.readouterr()
+    assert f"--cache-dir {tmp_path / 'typo'} does not exist: only the shipped records are shown" in captured.err
+    assert not (tmp_path / "typo").exists()
+
+
 def test_an_unreadable_record_is_skipped_with_a_warning(tmp_path, capsys):
     broken = tmp_path / "records" / "cuda-x-0123456789abcdef" / "float32-1x1x1.json"
     broken.parent.mkdir(parents=True)

@@ -173,12 +173,16 @@ def parse_assignments(assignments: list[str], base: Tiling | None = None) -> Til
     base = base or Config()
     values = base.as_dict()
     kinds = {field.name: field.type for field in fields(base)}
+    given = set()
     for assignment in assignments:
         name, sep, text = assignment.partition("=")
         if not sep:
             raise ValueError(f"expected NAME=VALUE, got {assignment!r}")
         if name not in kinds:
             raise ValueError(f"unknown parameter {name!r}; valid names: {', '.join(kinds)}")
+        if name in given:
+            raise ValueError(f"{name} is given twice; give each parameter once")
+        given.add(name)
         if kinds[name] is bool:
             truth = {"true": True, "1": True, "false": False, "0": False}
             if text.lower() not in truth:

@@ -22,7 +22,11 @@ def print_best(record: Record) -> None:
 def _records(args) -> list[cache.Stored]:
     """The records of the user's cache and the shipped one; unreadable ones are named on stderr
     and skipped."""
-    catalog = cache.Catalog.read(cache.cache_dir(args.cache_dir))
+    root = cache.cache_dir(args.cache_dir)
+    if args.cache_dir and not root.is_dir():
+        print(f"tuner: note: --cache-dir {args.cache_dir} does not exist: only the shipped records are shown",
+              file=sys.stderr)
+    catalog = cache.Catalog.read(root)
     for error in catalog.skipped:
         print(f"tuner: skipping {error}", file=sys.stderr)
     return list(catalog.stored)
