@@ -93,7 +93,8 @@ def test_a_sweep_file_is_read_in_the_projects_own_parameters(tmp_path):
 @pytest.mark.parametrize("content, message", [
     (b"", "not a Kernel Tuner cache file"),
     (b"[1, 2]", "its top level is not an object"),
-    (b'{"tune_params_keys": ["a"]}', "missing or malformed"),
+    (b'{"tune_params_keys": ["a"]}', "it lacks 'tune_params'"),
+    (b'{"tune_params_keys": 5, "tune_params": {}, "cache": {}}', "a field of the wrong type"),
     (b"\x1f\x8b not gzip", "neither JSON nor gzipped JSON"),
     (b'{"header": {}}\n', "not a tuner sweep file"),
     (b'{"header": {"device": {"backend": "cuda"}, "problem": "float32-8x8x8"}}\n', "not a tuner sweep file"),

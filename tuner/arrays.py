@@ -200,7 +200,7 @@ def _check_out(runtime: Runtime, out, shape: tuple[int, ...], dtype: np.dtype):
         raise TypeError(f"out is {np.dtype(matrix.dtype).newbyteorder('=')}, but this product is {dtype}")
     interface = getattr(out, "__cuda_array_interface__", None)
     if (isinstance(out, np.ndarray) and not out.flags.writeable) or (interface and interface["data"][1]):
-        raise ValueError("out is read-only")
+        raise ValueError("out is read-only; pass a writable array, or leave out out to get a new one")
     return matrix
 
 

@@ -126,8 +126,10 @@ def _from_kernel_tuner(path: Path, document) -> RecordedSpace:
                 results[key] = Result(time / 1e3, "", cost)
             else:
                 results[key] = Result(None, f"time {time!r}", cost)
-    except (KeyError, TypeError, AttributeError) as error:
-        raise RecordingError(f"{path}: not a Kernel Tuner cache file (missing or malformed {error})") from None
+    except KeyError as error:
+        raise RecordingError(f"{path}: not a Kernel Tuner cache file (it lacks {error})") from None
+    except (TypeError, AttributeError) as error:
+        raise RecordingError(f"{path}: not a Kernel Tuner cache file (a field of the wrong type: {error})") from None
     return RecordedSpace(f"{document.get('kernel_name', path.name)} on {document.get('device_name', '?')}",
                          domains, results)
 
