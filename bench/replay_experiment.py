@@ -1,7 +1,7 @@
 """The default search chosen by leave-one-space-out, and compared with Optuna's samplers and
 Kernel Tuner's strategies on every recorded space (docs/search.md).
 
-    python bench/replay_experiment.py [OUTDIR] [--seeds 100] [--long-seeds 30] [--kt-seeds 100]
+    python bench/replay_experiment.py [OUTDIR] [--seeds 100] [--long-seeds 100] [--kt-seeds 100]
                                       [--kt-slow-seeds 100] [--workers 2]
 
 Every file in ../shared/data is a space. Raw runs are appended to OUTDIR (default
@@ -13,8 +13,9 @@ experiment continues:
   Optuna's TPE chooses before the local search takes over), seeds 0..seeds-1, 400 evaluations
   each (a search does not plan by its budget, so its first N evaluations are the search of budget N);
 - tuner-<space>.jsonl: Optuna's TPE (400 evaluations for seeds below --long-seeds, 100 for the
-  rest: it costs seconds per run) and random search (400), with `evaluations` per line (lines
-  without it are 400-evaluation runs of an earlier experiment);
+  rest: a run of 400 costs seconds) and random search (400), with `evaluations` per line (lines
+  without it are 400-evaluation runs of an earlier experiment); a seed run again for longer keeps
+  both lines, and the summary reads the longer, whose start is the shorter;
 - kernel_tuner-<space>.jsonl: Kernel Tuner's strategies, through bench/kernel_tuner_strategies.py,
   --kt-seeds each (a run takes a tenth of a second), bayes_opt --kt-slow-seeds at budgets up to
   100 only (a run of 100 costs seconds, one of 400 about a minute).
@@ -111,13 +112,18 @@ def run_replays(spaces: list[Path], outdir: Path, seeds: int, long_seeds: int, w
               [(path, "sampler", "tpe", seed) for path in spaces for seed in range(min(seeds, long_seeds))],
               [(path, "sampler", "tpe", seed) for path in spaces for seed in range(long_seeds, seeds)],
               [(path, "sampler", "random", seed) for seed in range(seeds) for path in spaces]]
-    done = {(path, kind): {(row.get(kind), row["seed"]) for row in _rows(_out(outdir, path, kind))}
+    done = {(path, kind): {(row.get(kind), row["seed"], row.get("evaluations", max(BUDGETS)))
+                           for row in _rows(_out(outdir, path, kind))}
             for path in spaces for kind in ("candidate", "sampler")}
+
+    def evaluations(name: str, seed: int) -> int:
+        return 100 if name == "tpe" and seed >= long_seeds else max(BUDGETS)
+
     todo = [(path, kind, name, seed) for phase in phases for path, kind, name, seed in phase
-            if (name, seed) not in done[path, kind]]
+            if not any((name, seed, longer) in done[path, kind]
+                       for longer in BUDGETS if longer >= evaluations(name, seed))]
     with concurrent.futures.ProcessPoolExecutor(workers) as pool:
-        futures = {pool.submit(_run, str(path), kind, name, seed,
-                               100 if name == "tpe" and seed >= long_seeds else max(BUDGETS)): (path, kind)
+        futures = {pool.submit(_run, str(path), kind, name, seed, evaluations(name, seed)): (path, kind)
                    for path, kind, name, seed in todo}
         for future in concurrent.futures.as_completed(futures):
             path, kind = futures[future]
@@ -167,7 +173,12 @@ def summarize(spaces: list[Path], outdir: Path) -> dict:
             for budget in BUDGETS:
                 runs.setdefault(f"candidate {row['candidate']}", {}).setdefault(budget, []).append(
                     _fraction(optimum_ms, row["best_ms"], budget))
+        longest = {}  # a seed's longest run: a shorter one of the same seed is its start
         for row in _rows(outdir / f"tuner-{_stem(path)}.jsonl"):
+            key = (row["sampler"], row["seed"])
+            if len(row["best_ms"]) >= len(longest.get(key, {"best_ms": ()})["best_ms"]):
+                longest[key] = row
+        for row in longest.values():
             if row["sampler"] in BASELINES:
                 for budget in BUDGETS:
                     if budget <= row.get("evaluations", max(BUDGETS)):
@@ -267,7 +278,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("outdir", type=Path, nargs="?", default=ROOT / "bench" / "results" / "search_efficiency")
     parser.add_argument("--seeds", type=int, default=100)
-    parser.add_argument("--long-seeds", type=int, default=30, help="TPE seeds that run 400 evaluations, not 100")
+    parser.add_argument("--long-seeds", type=int, default=100, help="TPE seeds that run 400 evaluations, not 100")
     parser.add_argument("--kt-seeds", type=int, default=100, help="seeds of Kernel Tuner's strategies but bayes_opt")
     parser.add_argument("--kt-slow-seeds", type=int, default=100, help="seeds of Kernel Tuner's bayes_opt")
     parser.add_argument("--workers", type=int, default=2)
