@@ -87,6 +87,12 @@ def _run(path: str, kind: str, name: str, seed: int, evaluations: int) -> dict:
             "best_ms": [seconds * 1e3 if seconds != float("inf") else None for seconds in run.best_seconds]}
 
 
+def _asked(row: dict) -> int:
+    """The evaluations a run asked for (lines without the field are 400-evaluation runs of an earlier
+    experiment); it may have made fewer, where the space ran out."""
+    return row.get("evaluations", max(BUDGETS))
+
+
 def _open(path: Path, mode: str):
     """Text lines of a results file; the candidates' files are gzipped (each is megabytes)."""
     return gzip.open(path, mode + "t") if path.suffix == ".gz" else path.open(mode)
@@ -112,16 +118,18 @@ def run_replays(spaces: list[Path], outdir: Path, seeds: int, long_seeds: int, w
               [(path, "sampler", "tpe", seed) for path in spaces for seed in range(min(seeds, long_seeds))],
               [(path, "sampler", "tpe", seed) for path in spaces for seed in range(long_seeds, seeds)],
               [(path, "sampler", "random", seed) for seed in range(seeds) for path in spaces]]
-    done = {(path, kind): {(row.get(kind), row["seed"], row.get("evaluations", max(BUDGETS)))
-                           for row in _rows(_out(outdir, path, kind))}
-            for path in spaces for kind in ("candidate", "sampler")}
+    done = {}  # (path, kind, name, seed) -> the most evaluations a run of it asked for
+    for path in spaces:
+        for kind in ("candidate", "sampler"):
+            for row in _rows(_out(outdir, path, kind)):
+                key = (path, kind, row.get(kind), row["seed"])
+                done[key] = max(done.get(key, 0), _asked(row))
 
     def evaluations(name: str, seed: int) -> int:
         return 100 if name == "tpe" and seed >= long_seeds else max(BUDGETS)
 
     todo = [(path, kind, name, seed) for phase in phases for path, kind, name, seed in phase
-            if not any((name, seed, longer) in done[path, kind]
-                       for longer in BUDGETS if longer >= evaluations(name, seed))]
+            if done.get((path, kind, name, seed), 0) < evaluations(name, seed)]
     with concurrent.futures.ProcessPoolExecutor(workers) as pool:
         futures = {pool.submit(_run, str(path), kind, name, seed, evaluations(name, seed)): (path, kind)
                    for path, kind, name, seed in todo}
@@ -176,12 +184,12 @@ def summarize(spaces: list[Path], outdir: Path) -> dict:
         longest = {}  # a seed's longest run: a shorter one of the same seed is its start
         for row in _rows(outdir / f"tuner-{_stem(path)}.jsonl"):
             key = (row["sampler"], row["seed"])
-            if len(row["best_ms"]) >= len(longest.get(key, {"best_ms": ()})["best_ms"]):
+            if key not in longest or _asked(row) > _asked(longest[key]):
                 longest[key] = row
         for row in longest.values():
             if row["sampler"] in BASELINES:
                 for budget in BUDGETS:
-                    if budget <= row.get("evaluations", max(BUDGETS)):
+                    if budget <= _asked(row):
                         runs.setdefault(f"tuner {row['sampler']}", {}).setdefault(budget, []).append(
                             _fraction(optimum_ms, row["best_ms"], budget))
         for row in _rows(outdir / f"kernel_tuner-{_stem(path)}.jsonl"):

@@ -70,7 +70,7 @@ def test_mistakes_get_one_line(tmp_path, capsys, argv, message):
 
 @pytest.mark.parametrize("blocked, message", [
     ("records", "check --cache-dir"),
-    ("kernels", "is a file, not a directory; set TUNER_KERNEL_DIR to a directory of your own"),
+    ("kernels", "exists and is not a directory; set TUNER_KERNEL_DIR to a directory of your own"),
 ])
 def test_a_cache_that_cannot_be_written_stops_the_search_before_anything_is_measured(
         tmp_path, capsys, monkeypatch, blocked, message):
@@ -84,11 +84,14 @@ def test_a_cache_that_cannot_be_written_stops_the_search_before_anything_is_meas
     assert "(check --cache-dir" not in error or blocked == "records"
 
 
-def test_listing_a_cache_directory_that_does_not_exist_says_so(tmp_path, capsys):
+def test_listing_a_cache_directory_that_does_not_exist_says_so(tmp_path, capsys, monkeypatch):
     assert main(["list", "--cache-dir", str(tmp_path / "typo")]) == 0
     captured = capsys.readouterr()
     assert f"--cache-dir {tmp_path / 'typo'} does not exist: only the shipped records are shown" in captured.err
     assert not (tmp_path / "typo").exists()
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path / "typo2"))
+    assert main(["list"]) == 0
+    assert f"TUNER_CACHE_DIR={tmp_path / 'typo2'} does not exist" in capsys.readouterr().err
 
 
 def test_an_unreadable_record_is_skipped_with_a_warning(tmp_path, capsys):

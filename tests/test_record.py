@@ -64,7 +64,7 @@ UNKNOWN_FORMAT = 'not a tuner record of a known format (its "format" is not one 
 HOSTILE = {
     "truncated": (json.dumps(GOOD)[:300], "unreadable"),
     "binary garbage": ("\x00\xff\xfe" * 10, "unreadable"),
-    "a list, not an object": ("[1, 2, 3]", UNKNOWN_FORMAT),
+    "a list, not an object": ("[1, 2, 3]", "not a tuner record (its top level is not a JSON object)"),
     "true posing as format 1": (_set("format", True), UNKNOWN_FORMAT),
     "a newer format": (_set("format", 3), UNKNOWN_FORMAT),
     "another family": (_set("family", "conv2d"), "record.family must be one of matmul"),

@@ -32,6 +32,10 @@ class CacheError(ValueError):
     """A record that cannot be read or is not a record; the message names the file."""
 
 
+class MisfiledRecord(CacheError):
+    """A sound record at another record's path; the message says what to do."""
+
+
 def cache_dir(override: str | os.PathLike | None = None) -> Path:
     """--cache-dir if given, else $TUNER_CACHE_DIR, else the user's cache directory; ValueError
     if that is something other than a directory."""
@@ -74,9 +78,6 @@ def locked(path: Path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-_REWRITE = "delete it; the next tuner search of its product writes it again"
-
-
 def read_record(path: Path) -> record.Record:
     """The record in `path`, migrated and checked; CacheError saying what is wrong."""
     try:
@@ -90,14 +91,14 @@ def read_record(path: Path) -> record.Record:
             raise OSError(f"over {record.MAX_BYTES} bytes, too large to be a record")
         data = json.loads(raw)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise CacheError(f"{path}: unreadable ({type(error).__name__}: {str(error)[:200]}); {_REWRITE}") from None
+        raise CacheError(f"{path}: unreadable ({type(error).__name__}: {str(error)[:200]})") from None
     try:
         loaded = record.Record.from_dict(data)
     except record.RecordError as error:
-        raise CacheError(f"{path}: {error}; {_REWRITE}") from None
+        raise CacheError(f"{path}: {error}") from None
     problem = _misfiled(path, loaded)
     if problem:
-        raise CacheError(f"{path}: {problem}")
+        raise MisfiledRecord(f"{path}: {problem}")
     return loaded
 
 
@@ -156,6 +157,9 @@ class Stored:
     shipped: bool  # from the project's read-only records rather than the user's cache
 
 
+_REWRITE = "delete it; the next tuner search of its product writes it again"
+
+
 @dataclass(frozen=True)
 class Catalog:
     """Every readable record of the user's cache, then of the shipped ones; and why the others
@@ -172,7 +176,8 @@ class Catalog:
                 try:
                     stored.append(Stored(read_record(path), path, record_id(directory, path), directory != root))
                 except CacheError as error:
-                    skipped.append(error)
+                    user = directory == root and not isinstance(error, MisfiledRecord)
+                    skipped.append(CacheError(f"{error}; {_REWRITE}") if user else error)
         return cls(tuple(stored), tuple(skipped))
 
     def select(self, *, backend: str | None = None, fingerprint: str | None = None, model: dict | None = None,

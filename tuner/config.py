@@ -168,7 +168,8 @@ def parse_assignments(assignments: list[str], base: Tiling | None = None) -> Til
     """Build a configuration from NAME=VALUE strings, starting from `base` (by default Config()),
     of its class.
 
-    Raises ValueError with a one-line message naming the valid names or values.
+    Raises ValueError with a one-line message naming the valid names or values, or the name
+    given twice.
     """
     base = base or Config()
     values = base.as_dict()

@@ -55,7 +55,7 @@ def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR) -> Path:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = os.lstat(directory)
     except FileExistsError:
-        raise UnsafeKernelDirectory(f"the kernel directory {directory} is a file, not a directory; {remedy}") from None
+        raise UnsafeKernelDirectory(f"{directory} exists and is not a directory; {remedy}") from None
     except OSError as error:
         raise UnsafeKernelDirectory(f"cannot create the kernel directory {directory} ({error.strerror or error}); "
                                     f"{remedy}") from None
@@ -124,10 +124,10 @@ def _write_atomically(path: Path, content: bytes) -> None:
                                     "directory") from None
 
 
-def prepared_dir(directory: Path) -> Path:
-    """The kernel directory `directory`, checked private, and Numba's cache of its kernels too."""
+def check_kernel_dir(directory: Path) -> None:
+    """Check the kernel directory `directory` private, creating it if new, and Numba's cache of its
+    kernels too; UnsafeKernelDirectory saying what to do otherwise."""
     _numba_cache_dir(private_dir(directory))
-    return directory
 
 
 def write_source(source: str, directory: Path | None = None) -> Path:

@@ -138,7 +138,9 @@ class Record:
     @classmethod
     def from_dict(cls, data) -> "Record":
         """The record `data` holds, in any known format; RecordError saying what is wrong."""
-        if not isinstance(data, dict) or type(data.get("format")) is not int or data["format"] not in KNOWN_FORMATS:
+        if not isinstance(data, dict):
+            raise RecordError("not a tuner record (its top level is not a JSON object)")
+        if type(data.get("format")) is not int or data["format"] not in KNOWN_FORMATS:
             raise RecordError(f"not a tuner record of a known format (its \"format\" is not one of "
                               f"{', '.join(map(str, KNOWN_FORMATS))})")
         while data["format"] != FORMAT:

@@ -20,7 +20,7 @@ from . import cache, record
 from .ceiling import Ceilings, why_not_measure
 from .compile_ahead import CompileAheadFailed, Compiled, CompilePool
 from .config import Tiling
-from .kernel import kernel_dir, prepared_dir
+from .kernel import check_kernel_dir, kernel_dir
 from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measured, Operands, measure
 from .problem import Problem
 from .runtime import Runtime
@@ -111,7 +111,7 @@ class Search:
         written: the record's lock is taken (its folder made) and the kernel directory checked."""
         with cache.locked(self.path):
             pass
-        prepared_dir(kernel_dir(self.root))
+        check_kernel_dir(kernel_dir(self.root))
 
     def enqueue(self, configs: list[Tiling]) -> list[Tiling]:
         """Queue the configurations the study has neither measured, claimed nor queued; those

@@ -21,29 +21,26 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _integer(text: str, lowest: int, what: str) -> int:
+def _integer(text: str, what: str, lowest: int, highest: int | None = None) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}") from None
-    if value < lowest:
+    if value < lowest or (highest is not None and value > highest):
         raise argparse.ArgumentTypeError(f"must be {what}, not {value}")
     return value
 
 
 def _count(text: str) -> int:
-    return _integer(text, 0, "a whole number, 0 or more")
+    return _integer(text, "a whole number, 0 or more", 0)
 
 
 def _positive(text: str) -> int:
-    return _integer(text, 1, "a whole number, at least 1")
+    return _integer(text, "a whole number, at least 1", 1)
 
 
 SEED_LIMIT = 2**32  # NumPy's and Optuna's seeds are below it
 
 
 def _seed(text: str) -> int:
-    value = _integer(text, 0, f"a whole number from 0 to {SEED_LIMIT - 1}")
-    if value >= SEED_LIMIT:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {SEED_LIMIT - 1}, not {value}")
-    return value
+    return _integer(text, f"a whole number from 0 to {SEED_LIMIT - 1}", 0, SEED_LIMIT - 1)

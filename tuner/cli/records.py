@@ -1,5 +1,6 @@
 """`tuner list` and `tuner show`: the cached records, from the user's cache and the shipped one."""
 import json
+import os
 import sys
 
 from .. import cache
@@ -23,9 +24,10 @@ def _records(args) -> list[cache.Stored]:
     """The records of the user's cache and the shipped one; unreadable ones are named on stderr
     and skipped."""
     root = cache.cache_dir(args.cache_dir)
-    if args.cache_dir and not root.is_dir():
-        print(f"tuner: note: --cache-dir {args.cache_dir} does not exist: only the shipped records are shown",
-              file=sys.stderr)
+    named = f"--cache-dir {args.cache_dir}" if args.cache_dir else (
+        f"TUNER_CACHE_DIR={os.environ['TUNER_CACHE_DIR']}" if os.environ.get("TUNER_CACHE_DIR") else "")
+    if named and not root.is_dir():
+        print(f"tuner: note: {named} does not exist: only the shipped records are shown", file=sys.stderr)
     catalog = cache.Catalog.read(root)
     for error in catalog.skipped:
         print(f"tuner: skipping {error}", file=sys.stderr)
