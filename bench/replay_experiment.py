@@ -2,7 +2,7 @@
 Kernel Tuner's strategies on every recorded space (docs/search.md).
 
     python bench/replay_experiment.py [OUTDIR] [--seeds 100] [--long-seeds 100] [--kt-seeds 100]
-                                      [--kt-slow-seeds 100] [--workers 2]
+                                      [--workers 2]
 
 Every file in ../shared/data is a space. Raw runs are appended to OUTDIR (default
 bench/results/search_efficiency), and runs already there are skipped, so an interrupted
@@ -17,8 +17,8 @@ experiment continues:
   without it are 400-evaluation runs of an earlier experiment); a seed run again for longer keeps
   both lines, and the summary reads the longer, whose start is the shorter;
 - kernel_tuner-<space>.jsonl: Kernel Tuner's strategies, through bench/kernel_tuner_strategies.py,
-  --kt-seeds each (a run takes a tenth of a second), bayes_opt --kt-slow-seeds at budgets up to
-  100 only (a run of 100 costs seconds, one of 400 about a minute).
+  --kt-seeds each at every budget (a run takes a tenth of a second, bayes_opt's of 400 two
+  seconds).
 The selection: for each space held out, the candidate whose worst score over the other nine is
 best, a space's score being its mean fraction of the optimum averaged over the budgets; then the
 same rule on all ten picks the default that ships. summary.json (with versions, command and
@@ -59,7 +59,6 @@ CANDIDATES = {**{f"global share {share}": {**PLAIN, "GLOBAL_SHARE": share} for s
               **{f"TPE first 50, wide share {wide}":
                  {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": wide} for wide in (0.05, 0.1)}}
 BASELINES = ("tpe", "random")
-SLOW_STRATEGY, SLOW_BUDGETS = "bayes_opt", (25, 50, 100)
 
 
 def _stem(path: Path) -> str:
@@ -91,6 +90,17 @@ def _asked(row: dict) -> int:
     """The evaluations a run asked for (lines without the field are 400-evaluation runs of an earlier
     experiment); it may have made fewer, where the space ran out."""
     return row.get("evaluations", max(BUDGETS))
+
+
+def longest_runs(rows: list[dict]) -> list[dict]:
+    """Each (sampler, seed)'s longest run among Optuna samplers' `rows`: a shorter run of a seed
+    run again for longer is the longer one's start."""
+    longest = {}
+    for row in rows:
+        key = (row["sampler"], row["seed"])
+        if key not in longest or _asked(row) > _asked(longest[key]):
+            longest[key] = row
+    return list(longest.values())
 
 
 def _open(path: Path, mode: str):
@@ -141,17 +151,14 @@ def run_replays(spaces: list[Path], outdir: Path, seeds: int, long_seeds: int, w
             print(f"{_stem(path)} {row[kind]} seed {row['seed']}", file=sys.stderr, flush=True)
 
 
-def run_kernel_tuner(spaces: list[Path], outdir: Path, seeds: int, slow_seeds: int, workers: int) -> None:
+def run_kernel_tuner(spaces: list[Path], outdir: Path, seeds: int, workers: int) -> None:
     """Kernel Tuner's strategies on every space, `workers` spaces at a time (each has its own file)."""
     script = str(ROOT / "bench" / "kernel_tuner_strategies.py")
-    fast = [strategy for strategy in STRATEGIES if strategy != SLOW_STRATEGY]
 
     def strategies(path: Path) -> None:
         out = str(outdir / f"kernel_tuner-{_stem(path)}.jsonl")
-        subprocess.run([sys.executable, script, str(path), out, "--seeds", str(seeds), "--strategies", *fast],
+        subprocess.run([sys.executable, script, str(path), out, "--seeds", str(seeds), "--strategies", *STRATEGIES],
                        check=True)
-        subprocess.run([sys.executable, script, str(path), out, "--seeds", str(slow_seeds),
-                        "--strategies", SLOW_STRATEGY, "--budgets", *map(str, SLOW_BUDGETS)], check=True)
 
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         list(pool.map(strategies, spaces))
@@ -181,12 +188,7 @@ def summarize(spaces: list[Path], outdir: Path) -> dict:
             for budget in BUDGETS:
                 runs.setdefault(f"candidate {row['candidate']}", {}).setdefault(budget, []).append(
                     _fraction(optimum_ms, row["best_ms"], budget))
-        longest = {}  # a seed's longest run: a shorter one of the same seed is its start
-        for row in _rows(outdir / f"tuner-{_stem(path)}.jsonl"):
-            key = (row["sampler"], row["seed"])
-            if key not in longest or _asked(row) > _asked(longest[key]):
-                longest[key] = row
-        for row in longest.values():
+        for row in longest_runs(_rows(outdir / f"tuner-{_stem(path)}.jsonl")):
             if row["sampler"] in BASELINES:
                 for budget in BUDGETS:
                     if budget <= _asked(row):
@@ -287,8 +289,7 @@ def main() -> None:
     parser.add_argument("outdir", type=Path, nargs="?", default=ROOT / "bench" / "results" / "search_efficiency")
     parser.add_argument("--seeds", type=int, default=100)
     parser.add_argument("--long-seeds", type=int, default=100, help="TPE seeds that run 400 evaluations, not 100")
-    parser.add_argument("--kt-seeds", type=int, default=100, help="seeds of Kernel Tuner's strategies but bayes_opt")
-    parser.add_argument("--kt-slow-seeds", type=int, default=100, help="seeds of Kernel Tuner's bayes_opt")
+    parser.add_argument("--kt-seeds", type=int, default=100, help="seeds of each Kernel Tuner strategy")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--summarize-only", action="store_true", help="only summarize the raw runs already there")
     args = parser.parse_args()
@@ -296,7 +297,7 @@ def main() -> None:
     args.outdir.mkdir(parents=True, exist_ok=True)
     if not args.summarize_only:
         run_replays(spaces, args.outdir, args.seeds, args.long_seeds, args.workers)
-        run_kernel_tuner(spaces, args.outdir, args.kt_seeds, args.kt_slow_seeds, args.workers)
+        run_kernel_tuner(spaces, args.outdir, args.kt_seeds, args.workers)
     summary = summarize(spaces, args.outdir)
     selection = leave_one_space_out(summary)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from provenance import provenance  # noqa: E402
-from replay_experiment import _fraction, _rows  # noqa: E402
+from replay_experiment import _asked, _fraction, _rows, longest_runs  # noqa: E402
 
 from tuner import recorded  # noqa: E402
 
@@ -59,10 +59,10 @@ def hit_rates(stem: str, optimum_ms: float, default: str) -> dict:
             for budget in TARGETS:
                 runs.setdefault((f"default ({default})", budget), []).append(
                     _fraction(optimum_ms, line["best_ms"], budget))
-    for line in _rows(RUNS / f"tuner-{stem}.jsonl"):
+    for line in longest_runs(_rows(RUNS / f"tuner-{stem}.jsonl")):
         if line["sampler"] == "tpe":
             for budget in TARGETS:
-                if line.get("evaluations", 400) >= budget:
+                if _asked(line) >= budget:
                     runs.setdefault(("tpe", budget), []).append(_fraction(optimum_ms, line["best_ms"], budget))
     for line in _rows(RUNS / f"kernel_tuner-{stem}.jsonl"):
         if line["budget"] in TARGETS:
