@@ -5,7 +5,8 @@ bench/replay_experiment.py.
                                             [--budgets 25 50 ...] [--seeds 20]
 
 Each run is `kernel_tuner.tune_cache(..., strategy=S, strategy_options={"max_fevals": N})` with
-Python's and NumPy's global generators seeded (Kernel Tuner's strategies draw from them). An
+Python's and NumPy's global generators seeded (Kernel Tuner's strategies draw from them); even so,
+bayes_opt and dual_annealing do not repeat a seed's run exactly. An
 evaluation is a distinct recorded configuration, failed ones included, in the order Kernel Tuner
 evaluated them; the line records the best time after each (null before the first success).
 Appends one JSON line per run, so an interrupted run keeps what it did and a rerun skips the runs
