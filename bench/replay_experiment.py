@@ -17,8 +17,8 @@ experiment continues:
   without it are 400-evaluation runs of an earlier experiment); a seed run again for longer keeps
   both lines, and the summary reads the longer, whose start is the shorter;
 - kernel_tuner-<space>.jsonl: Kernel Tuner's strategies, through bench/kernel_tuner_strategies.py,
-  --kt-seeds each at every budget (a run takes a tenth of a second, bayes_opt's of 400 two
-  seconds).
+  --kt-seeds each at every budget (a run takes a tenth of a second, bayes_opt's of 400 1.5 to
+  6 seconds).
 The selection: for each space held out, the candidate whose worst score over the other nine is
 best, a space's score being its mean fraction of the optimum averaged over the budgets; then the
 same rule on all ten picks the default that ships. summary.json (with versions, command and

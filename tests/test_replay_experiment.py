@@ -38,29 +38,11 @@ def test_only_runs_missing_or_shorter_than_asked_are_run(space, tmp_path, monkey
                                                + _tpe_line(2, None, [1.0] * 400))
     ran = []
     monkeypatch.setattr(replay_experiment, "CANDIDATES", {})
-    monkeypatch.setattr(replay_experiment.concurrent.futures, "ProcessPoolExecutor", _Inline)
+    monkeypatch.setattr(replay_experiment.concurrent.futures, "ProcessPoolExecutor",
+                        replay_experiment.concurrent.futures.ThreadPoolExecutor)  # the patched _run, in this process
     monkeypatch.setattr(replay_experiment, "_run", lambda path, kind, name, seed, evaluations: ran.append(
         (name, seed, evaluations)) or {"sampler": name, "seed": seed, "evaluations": evaluations, "best_ms": []})
     replay_experiment.run_replays([space], tmp_path, seeds=4, long_seeds=4, workers=1)
     assert sorted(ran) == [("random", 0, 400), ("random", 1, 400), ("random", 2, 400), ("random", 3, 400),
                            ("tpe", 0, 400), ("tpe", 3, 400)]
 
-
-class _Inline:
-    """A process pool that runs each task at once, in this process."""
-
-    def __init__(self, workers):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def submit(self, function, *args):
-        from concurrent.futures import Future
-
-        future = Future()
-        future.set_result(function(*args))
-        return future
