@@ -8,9 +8,9 @@ Every file in ../shared/data is a space. Raw runs are appended to OUTDIR (defaul
 bench/results/search_efficiency), and runs already there are skipped, so an interrupted
 experiment continues:
 - candidates-<space>.jsonl.gz: each candidate default (the `local` sampler with the constants in
-  CANDIDATES: the shares of global moves, wide local moves and TPE's proposals, doubling moves
-  on or off, how many configurations offer their neighbours, and how many measured configurations
-  Optuna's TPE chooses before the local search takes over), seeds 0..seeds-1, 400 evaluations
+  CANDIDATES: the shares of global moves, wide local moves, TPE's proposals and Gaussian-process
+  moves, doubling moves on or off, how many configurations offer their neighbours, and how many
+  measured configurations Optuna's TPE chooses before the local search takes over), seeds 0..seeds-1, 400 evaluations
   each (a search does not plan by its budget, so its first N evaluations are the search of budget N);
 - tuner-<space>.jsonl: Optuna's TPE (400 evaluations for seeds below --long-seeds, 100 for the
   rest: a run of 400 costs seconds) and random search (400), with `evaluations` per line (lines
@@ -29,6 +29,7 @@ import concurrent.futures
 import functools
 import gzip
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -45,7 +46,7 @@ from tuner.replay import replay
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGETS = (25, 50, 100, 200, 400)
-PLAIN = {"WIDE_SHARE": 0.0, "TPE_SHARE": 0.0, "DOUBLING": False, "EXPANDED": 2, "TPE_FIRST": 0}
+PLAIN = {"WIDE_SHARE": 0.0, "TPE_SHARE": 0.0, "DOUBLING": False, "EXPANDED": 2, "TPE_FIRST": 0, "GP_SHARE": 0.0}
 CANDIDATES = {**{f"global share {share}": {**PLAIN, "GLOBAL_SHARE": share} for share in (0.1, 0.25, 0.5, 0.75)},
               **{f"global share 0.25, wide share {wide}": {**PLAIN, "GLOBAL_SHARE": 0.25, "WIDE_SHARE": wide}
                  for wide in (0.05, 0.1, 0.25)},
@@ -57,7 +58,10 @@ CANDIDATES = {**{f"global share {share}": {**PLAIN, "GLOBAL_SHARE": share} for s
                  for first in (25, 50)},
               "TPE first 50": {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50},
               **{f"TPE first 50, wide share {wide}":
-                 {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": wide} for wide in (0.05, 0.1)}}
+                 {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": wide} for wide in (0.05, 0.1)},
+              **{f"TPE first 50, wide share 0.1, GP share {share}":
+                 {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": 0.1, "GP_SHARE": share}
+                 for share in (0.25, 0.5)}}
 BASELINES = ("tpe", "random")
 
 
@@ -121,6 +125,13 @@ def _out(outdir: Path, path: Path, kind: str) -> Path:
     return outdir / f"tuner-{_stem(path)}.jsonl"
 
 
+def _pool(workers: int) -> concurrent.futures.Executor:
+    """Fresh worker processes with one BLAS thread each: the workers fill the cores, and a Gaussian
+    process's sums come out the same whatever the machine's core count."""
+    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = "1"
+    return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+
 def run_replays(spaces: list[Path], outdir: Path, seeds: int, long_seeds: int, workers: int) -> None:
     """Every missing replay: the candidates, TPE's long runs, its short ones, then random search
     seed by seed over the spaces (so that a run cut short leaves each space as many seeds)."""
@@ -140,7 +151,7 @@ def run_replays(spaces: list[Path], outdir: Path, seeds: int, long_seeds: int, w
 
     todo = [(path, kind, name, seed) for phase in phases for path, kind, name, seed in phase
             if done.get((path, kind, name, seed), 0) < evaluations(name, seed)]
-    with concurrent.futures.ProcessPoolExecutor(workers) as pool:
+    with _pool(workers) as pool:
         futures = {pool.submit(_run, str(path), kind, name, seed, evaluations(name, seed)): (path, kind)
                    for path, kind, name, seed in todo}
         for future in concurrent.futures.as_completed(futures):

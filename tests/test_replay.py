@@ -4,6 +4,7 @@ import gzip
 import itertools
 import json
 
+import numpy as np
 import optuna
 import pytest
 
@@ -170,6 +171,36 @@ def test_wide_local_moves_alone_find_the_optimum_without_repeating_or_leaving_th
         run = replay(space, 60, "local", seed)
         assert len(run.best_seconds) == 60
         assert run.fraction(space.optimum) == 1.0, f"seed {seed}"
+
+
+def test_gaussian_process_moves_alone_find_the_optimum_without_repeating_or_leaving_the_valid_space(space_file,
+                                                                                                    monkeypatch):
+    monkeypatch.setattr(sampler_module, "GP_SHARE", 1.0)
+    space = recorded.load(space_file)
+    for seed in range(5):
+        run = replay(space, 60, "local", seed)
+        assert len(run.best_seconds) == 60
+        assert run.fraction(space.optimum) == 1.0, f"seed {seed}"
+
+
+def test_expected_improvement_favours_the_best_region_and_depends_only_on_the_order_of_the_values():
+    points = np.array([[0.0], [0.25], [0.5], [0.75], [1.0]])
+    values = np.array([-5.0, -3.0, -2.0, -1.0, -4.0])  # best at 0.75
+    candidates = np.array([[0.1], [0.625], [0.875]])
+    improvement = sampler_module._expected_improvement(points, values, candidates)
+    assert improvement[0] < min(improvement[1:])
+    # Normal scores of the ranks: a run a hundred times slower than the rest changes nothing.
+    np.testing.assert_allclose(sampler_module._expected_improvement(points, values * [100, 1, 1, 1, 1], candidates),
+                               improvement)
+
+
+def test_a_gaussian_process_move_needs_three_configurations_that_succeeded(space_file, monkeypatch):
+    space = recorded.load(space_file)
+    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
+    ranked = np.array([(4, 2, 1, 2), (0, 0, 0, 0), (1, 1, 1, 1)])
+    assert sampler._gaussian_process(ranked, np.array([-1.0, -2.0, -np.inf]), set()) == []
+    (suggestion,) = sampler._gaussian_process(ranked, np.array([-1.0, -2.0, -3.0]), set(map(tuple, ranked)))
+    assert sampler._valid(suggestion) and suggestion not in set(map(tuple, ranked))
 
 
 def test_a_wide_neighbour_differs_in_one_parameter_by_any_value_and_a_near_one_by_one_step(space_file):

@@ -38,8 +38,8 @@ def test_only_runs_missing_or_shorter_than_asked_are_run(space, tmp_path, monkey
                                                + _tpe_line(2, None, [1.0] * 400))
     ran = []
     monkeypatch.setattr(replay_experiment, "CANDIDATES", {})
-    monkeypatch.setattr(replay_experiment.concurrent.futures, "ProcessPoolExecutor",
-                        replay_experiment.concurrent.futures.ThreadPoolExecutor)  # the patched _run, in this process
+    # Threads, so that the patched _run below runs in this process.
+    monkeypatch.setattr(replay_experiment, "_pool", replay_experiment.concurrent.futures.ThreadPoolExecutor)
     monkeypatch.setattr(replay_experiment, "_run", lambda path, kind, name, seed, evaluations: ran.append(
         (name, seed, evaluations)) or {"sampler": name, "seed": seed, "evaluations": evaluations, "best_ms": []})
     replay_experiment.run_replays([space], tmp_path, seeds=4, long_seeds=4, workers=1)

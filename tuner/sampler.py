@@ -17,7 +17,13 @@ study's trials, so a resumed study, or several workers on one study, go on where
    count, and the steps below ignore the invalid ones.
 1. With TPE_FIRST below STARTUP, until STARTUP configurations are evaluated, suggest an unseen
    valid one at random.
-2. Then, with probability 1 - GLOBAL_SHARE, a local move: take the evaluated configurations
+2. Then, with probability GP_SHARE, a Gaussian-process move: fit a Gaussian process (a
+   Matern-3/2 kernel over the parameters' domain positions, each scaled to [0, 1]) to the normal
+   scores of the evaluated configurations' ranks, and suggest, among unseen valid configurations
+   (a sample of the pool of step 4, and the neighbours of step 3 of the best), the one of greatest
+   expected improvement. Its smooth model of the whole space ranks configurations that no
+   evaluated one neighbours, as the density models below cannot.
+3. Otherwise, with probability 1 - GLOBAL_SHARE, a local move: take the evaluated configurations
    best first, and the first two that have unseen neighbours (configurations that differ from
    one of them in one parameter by one step of that parameter's ordered domain: a power of two
    up or down, a flag flipped; with DOUBLING, also twice or half a numeric value in its domain).
@@ -26,14 +32,14 @@ study's trials, so a resumed study, or several workers on one study, go on where
    crossed in one move. Among those neighbours, suggest the one a TPE-style model
    prefers: the ratio of the parameter-value densities of the best quarter of the evaluated
    configurations to the rest, with ordinal smoothing, plus Gumbel noise for ties.
-3. Otherwise, or when no evaluated configuration has unseen neighbours, a global move: among
+4. Otherwise, or when no evaluated configuration has unseen neighbours, a global move: among
    the unseen configurations known to be valid (a pool grown by random draws), suggest the one
    that is likeliest under a joint kernel density around the best evaluated ones (at most
    GOOD_CAP) over the per-parameter density of the rest, plus Gumbel noise. The joint density
    keeps what the best configurations have in common together, so the search jumps to a
    distant region that shares it, where one-step moves would cross many worse ones.
 
-A TPE_SHARE of the suggestions of steps 2-3 take a proposal of Optuna's multivariate TPE instead,
+A TPE_SHARE of the suggestions of steps 2-4 take a proposal of Optuna's multivariate TPE instead,
 if one of TPE_TRIES is unseen and valid. Leave-one-space-out chose the default: TPE's turn on
 (50), WIDE_SHARE 0.1, DOUBLING and TPE_SHARE off (docs/search.md).
 
@@ -41,6 +47,8 @@ Seen means evaluated, running in another worker, or queued, so after a TPE turn 
 suggested twice. A failed or infeasible configuration counts as the worst value. Evidence for
 the design, and how its constants were chosen across recorded spaces, is in docs/search.md.
 """
+import math
+import statistics
 import warnings
 
 import numpy as np
@@ -84,6 +92,13 @@ POOL_DRAWS = 2000
 GLOBAL_CANDIDATES = 1000
 # Random draws allowed per suggestion when sampling anywhere (most combinations may be invalid).
 MAX_DRAWS = 50_000
+# The share of suggestions after the start that a Gaussian process makes (where at least three
+# configurations succeeded): the candidate of greatest expected improvement.
+GP_SHARE = 0.0
+# The Gaussian process's Matern-3/2 length scale, each parameter's domain positions scaled to [0, 1].
+GP_LENGTH = 0.5
+# The most unseen configurations of the pool that a Gaussian-process move scores: a uniform sample.
+GP_CANDIDATES = 2000
 _SEEN = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
 
 
@@ -146,20 +161,48 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         elif TPE_SHARE and self.rng.random() < TPE_SHARE and (proposal := self._tpe(study, trial, search_space, seen)):
             candidates = [proposal]
         else:
-            ranked = np.array(evaluated)[np.argsort(-np.array(list(scores.values())), kind="stable")]
-            draw = self.rng.random()
-            near = draw >= GLOBAL_SHARE and self._neighbourhood(ranked, seen, wide=draw >= 1 - WIDE_SHARE)
-            if near:
-                preference = self._model(ranked, np.array(near)) + NOISE * self.rng.gumbel(size=len(near))
-                candidates = [near[int(np.argmax(preference))]]
-            else:
-                candidates = self._global(ranked, seen)
+            order = np.argsort(-np.array(list(scores.values())), kind="stable")
+            ranked, values = np.array(evaluated)[order], np.array(list(scores.values()))[order]
+            candidates = (GP_SHARE and self.rng.random() < GP_SHARE and self._gaussian_process(ranked, values, seen)
+                          or self._move(ranked, seen))
         if not candidates:
             return {}
         return {name: domain[index] for (name, domain), index in zip(self.domains.items(), candidates[0])}
 
     def sample_independent(self, study, trial, param_name, param_distribution):
         return self.fallback.sample_independent(study, trial, param_name, param_distribution)
+
+    def _move(self, ranked: np.ndarray, seen: set) -> list[tuple]:
+        """A local move (a wide one with WIDE_SHARE), or a global one with GLOBAL_SHARE or where
+        no evaluated configuration has unseen neighbours."""
+        draw = self.rng.random()
+        near = draw >= GLOBAL_SHARE and self._neighbourhood(ranked, seen, wide=draw >= 1 - WIDE_SHARE)
+        if near:
+            preference = self._model(ranked, np.array(near)) + NOISE * self.rng.gumbel(size=len(near))
+            return [near[int(np.argmax(preference))]]
+        return self._global(ranked, seen)
+
+    def _gaussian_process(self, ranked: np.ndarray, values: np.ndarray, seen: set) -> list[tuple]:
+        """The candidate of greatest expected improvement under a Gaussian process fitted to the
+        evaluated configurations that did not fail; the candidates are unseen configurations of the
+        pool (GP_CANDIDATES at most) and the unseen neighbours, one step away or wide, of the best.
+        Nothing if fewer than three configurations were evaluated without failing."""
+        succeeded = np.isfinite(values)
+        if succeeded.sum() < 3:
+            return []
+        self._grow_pool()
+        codes = np.array(list(seen), dtype=int).reshape(-1, len(self.sizes)) @ self.radix
+        candidates = self.pool[~np.isin(self.pool_codes, codes)]
+        if len(candidates) > GP_CANDIDATES:
+            candidates = candidates[self.rng.choice(len(candidates), GP_CANDIDATES, replace=False)]
+        near = self._neighbourhood(ranked, seen, wide=False) + self._neighbourhood(ranked, seen, wide=True)
+        if near:
+            candidates = np.unique(np.concatenate((candidates, np.array(near))), axis=0)
+        if not len(candidates):
+            return []
+        scale = 1.0 / np.maximum(self.sizes - 1, 1)
+        improvement = _expected_improvement(ranked[succeeded] * scale, values[succeeded], candidates * scale)
+        return [tuple(int(index) for index in candidates[int(np.argmax(improvement))])]
 
     def _tpe_sampler(self) -> optuna.samplers.TPESampler:
         """Optuna's multivariate TPE, seeded as this sampler, with STARTUP random trials; made on its
@@ -307,6 +350,33 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
             preference += np.log(_density(good[:, dimension], size)[values])
             preference -= np.log(_density(rest[:, dimension], size)[values])
         return preference
+
+
+def _expected_improvement(points: np.ndarray, values: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """Each candidate's expected improvement over the best of `values` (higher better) under a
+    Gaussian process with a Matern-3/2 kernel of length GP_LENGTH, fitted at `points` to the
+    values' normal scores (their ranks mapped to standard normal quantiles), so that the few
+    configurations that run many times slower do not flatten the rest."""
+    ranks = np.argsort(np.argsort(values, kind="stable"), kind="stable")
+    scores = np.array([_NORMAL.inv_cdf((rank + 0.5) / len(values)) for rank in ranks])
+    covariance = np.linalg.cholesky(_matern(points, points) + 1e-6 * np.eye(len(points)))
+    weights = np.linalg.solve(covariance.T, np.linalg.solve(covariance, scores))
+    cross = _matern(candidates, points)
+    mean = cross @ weights
+    spread = np.sqrt(np.maximum(1 - (np.linalg.solve(covariance, cross.T) ** 2).sum(axis=0), 1e-12))
+    z = (mean - scores.max()) / spread
+    return spread * (z * 0.5 * (1 + _erf(z / np.sqrt(2))) + np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi))
+
+
+def _matern(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The Matern-3/2 covariance of length GP_LENGTH between the rows of `a` and of `b`."""
+    squared = (a * a).sum(axis=1)[:, None] + (b * b).sum(axis=1)[None, :] - 2 * a @ b.T
+    distance = np.sqrt(np.maximum(squared, 0)) * np.sqrt(3) / GP_LENGTH
+    return (1 + distance) * np.exp(-distance)
+
+
+_NORMAL = statistics.NormalDist()
+_erf = np.vectorize(math.erf, otypes=[float])
 
 
 def _numeric(value) -> bool:
