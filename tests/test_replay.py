@@ -12,6 +12,7 @@ from tuner import recorded
 from tuner import sampler as sampler_module
 from tuner.cli import main
 from tuner.config import Config
+from tuner.gaussian_process import expected_improvement
 from tuner.replay import replay, summarize
 from tuner.sampler import LocalSearchSampler
 from tuner.trials import answer, suggest
@@ -187,20 +188,24 @@ def test_expected_improvement_favours_the_best_region_and_depends_only_on_the_or
     points = np.array([[0.0], [0.25], [0.5], [0.75], [1.0]])
     values = np.array([-5.0, -3.0, -2.0, -1.0, -4.0])  # best at 0.75
     candidates = np.array([[0.1], [0.625], [0.875]])
-    improvement = sampler_module._expected_improvement(points, values, candidates)
+    improvement = expected_improvement(points, values, candidates, length=0.5)
     assert improvement[0] < min(improvement[1:])
     # Normal scores of the ranks: a run a hundred times slower than the rest changes nothing.
-    np.testing.assert_allclose(sampler_module._expected_improvement(points, values * [100, 1, 1, 1, 1], candidates),
+    np.testing.assert_allclose(expected_improvement(points, values * [100, 1, 1, 1, 1], candidates, length=0.5),
                                improvement)
 
 
-def test_a_gaussian_process_move_needs_three_configurations_that_succeeded(space_file, monkeypatch):
+def test_a_gaussian_process_move_is_fitted_to_at_most_gp_points_of_the_best_that_succeeded(space_file, monkeypatch):
     space = recorded.load(space_file)
     sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
-    ranked = np.array([(4, 2, 1, 2), (0, 0, 0, 0), (1, 1, 1, 1)])
-    assert sampler._gaussian_process(ranked, np.array([-1.0, -2.0, -np.inf]), set()) == []
-    (suggestion,) = sampler._gaussian_process(ranked, np.array([-1.0, -2.0, -3.0]), set(map(tuple, ranked)))
-    assert sampler._valid(suggestion) and suggestion not in set(map(tuple, ranked))
+    ranked = np.array([(4, 2, 1, 2), (0, 0, 0, 0), (1, 1, 1, 1), (2, 2, 0, 1)])  # best first
+    assert sampler._gaussian_process(ranked[:3], np.array([-1.0, -2.0, -np.inf]), set()) == []
+    fitted = []
+    monkeypatch.setattr(sampler_module, "expected_improvement",
+                        lambda points, *rest: fitted.append(len(points)) or expected_improvement(points, *rest))
+    monkeypatch.setattr(sampler_module, "GP_POINTS", 3)
+    (suggestion,) = sampler._gaussian_process(ranked, np.array([-1.0, -2.0, -3.0, -4.0]), set(map(tuple, ranked)))
+    assert fitted == [3] and sampler._valid(suggestion) and suggestion not in set(map(tuple, ranked))
 
 
 def test_a_wide_neighbour_differs_in_one_parameter_by_any_value_and_a_near_one_by_one_step(space_file):

@@ -47,8 +47,6 @@ Seen means evaluated, running in another worker, or queued, so after a TPE turn 
 suggested twice. A failed or infeasible configuration counts as the worst value. Evidence for
 the design, and how its constants were chosen across recorded spaces, is in docs/search.md.
 """
-import math
-import statistics
 import warnings
 
 import numpy as np
@@ -56,6 +54,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
+from .gaussian_process import expected_improvement
 from .trials import is_measured
 
 STARTUP = 10
@@ -99,6 +98,9 @@ GP_SHARE = 0.0
 GP_LENGTH = 0.5
 # The most unseen configurations of the pool that a Gaussian-process move scores: a uniform sample.
 GP_CANDIDATES = 2000
+# The most evaluated configurations (the best) that the Gaussian process is fitted to, so that a
+# suggestion costs milliseconds however long the search (the fit grows as the cube of their number).
+GP_POINTS = 500
 _SEEN = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
 
 
@@ -184,24 +186,20 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
 
     def _gaussian_process(self, ranked: np.ndarray, values: np.ndarray, seen: set) -> list[tuple]:
         """The candidate of greatest expected improvement under a Gaussian process fitted to the
-        evaluated configurations that did not fail; the candidates are unseen configurations of the
-        pool (GP_CANDIDATES at most) and the unseen neighbours, one step away or wide, of the best.
-        Nothing if fewer than three configurations were evaluated without failing."""
-        succeeded = np.isfinite(values)
-        if succeeded.sum() < 3:
+        best evaluated configurations that did not fail (GP_POINTS at most); the candidates are unseen
+        configurations of the pool (GP_CANDIDATES at most) and the unseen neighbours, one step away
+        or wide, of the best. Nothing if fewer than three configurations were evaluated without failing."""
+        fitted = np.flatnonzero(np.isfinite(values))[:GP_POINTS]
+        if len(fitted) < 3:
             return []
-        self._grow_pool()
-        codes = np.array(list(seen), dtype=int).reshape(-1, len(self.sizes)) @ self.radix
-        candidates = self.pool[~np.isin(self.pool_codes, codes)]
-        if len(candidates) > GP_CANDIDATES:
-            candidates = candidates[self.rng.choice(len(candidates), GP_CANDIDATES, replace=False)]
+        candidates = self._unseen_pool(seen, GP_CANDIDATES)
         near = self._neighbourhood(ranked, seen, wide=False) + self._neighbourhood(ranked, seen, wide=True)
         if near:
             candidates = np.unique(np.concatenate((candidates, np.array(near))), axis=0)
         if not len(candidates):
             return []
         scale = 1.0 / np.maximum(self.sizes - 1, 1)
-        improvement = _expected_improvement(ranked[succeeded] * scale, values[succeeded], candidates * scale)
+        improvement = expected_improvement(ranked[fitted] * scale, values[fitted], candidates * scale, GP_LENGTH)
         return [tuple(int(index) for index in candidates[int(np.argmax(improvement))])]
 
     def _tpe_sampler(self) -> optuna.samplers.TPESampler:
@@ -265,15 +263,20 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
     def _global(self, ranked: np.ndarray, seen: set) -> list[tuple]:
         """The unseen point of the pool (of GLOBAL_CANDIDATES of them at most) that the joint model
         prefers; when the pool has none left, an unseen valid point drawn anywhere."""
+        candidates = self._unseen_pool(seen, GLOBAL_CANDIDATES)
+        if not len(candidates):
+            return self._anywhere(seen, 1)
+        preference = self._joint_model(ranked, candidates) + NOISE * self.rng.gumbel(size=len(candidates))
+        return [tuple(int(index) for index in candidates[int(np.argmax(preference))])]
+
+    def _unseen_pool(self, seen: set, most: int) -> np.ndarray:
+        """The pool's unseen points, once it has grown: a uniform sample of `most` of them at most."""
         self._grow_pool()
         codes = np.array(list(seen), dtype=int).reshape(-1, len(self.sizes)) @ self.radix
         candidates = self.pool[~np.isin(self.pool_codes, codes)]
-        if not len(candidates):
-            return self._anywhere(seen, 1)
-        if len(candidates) > GLOBAL_CANDIDATES:
-            candidates = candidates[self.rng.choice(len(candidates), GLOBAL_CANDIDATES, replace=False)]
-        preference = self._joint_model(ranked, candidates) + NOISE * self.rng.gumbel(size=len(candidates))
-        return [tuple(int(index) for index in candidates[int(np.argmax(preference))])]
+        if len(candidates) > most:
+            candidates = candidates[self.rng.choice(len(candidates), most, replace=False)]
+        return candidates
 
     def _grow_pool(self) -> None:
         """Draw POOL_DRAWS points at random; those never drawn before are tested, and the valid
@@ -350,33 +353,6 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
             preference += np.log(_density(good[:, dimension], size)[values])
             preference -= np.log(_density(rest[:, dimension], size)[values])
         return preference
-
-
-def _expected_improvement(points: np.ndarray, values: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-    """Each candidate's expected improvement over the best of `values` (higher better) under a
-    Gaussian process with a Matern-3/2 kernel of length GP_LENGTH, fitted at `points` to the
-    values' normal scores (their ranks mapped to standard normal quantiles), so that the few
-    configurations that run many times slower do not flatten the rest."""
-    ranks = np.argsort(np.argsort(values, kind="stable"), kind="stable")
-    scores = np.array([_NORMAL.inv_cdf((rank + 0.5) / len(values)) for rank in ranks])
-    covariance = np.linalg.cholesky(_matern(points, points) + 1e-6 * np.eye(len(points)))
-    weights = np.linalg.solve(covariance.T, np.linalg.solve(covariance, scores))
-    cross = _matern(candidates, points)
-    mean = cross @ weights
-    spread = np.sqrt(np.maximum(1 - (np.linalg.solve(covariance, cross.T) ** 2).sum(axis=0), 1e-12))
-    z = (mean - scores.max()) / spread
-    return spread * (z * 0.5 * (1 + _erf(z / np.sqrt(2))) + np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi))
-
-
-def _matern(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The Matern-3/2 covariance of length GP_LENGTH between the rows of `a` and of `b`."""
-    squared = (a * a).sum(axis=1)[:, None] + (b * b).sum(axis=1)[None, :] - 2 * a @ b.T
-    distance = np.sqrt(np.maximum(squared, 0)) * np.sqrt(3) / GP_LENGTH
-    return (1 + distance) * np.exp(-distance)
-
-
-_NORMAL = statistics.NormalDist()
-_erf = np.vectorize(math.erf, otypes=[float])
 
 
 def _numeric(value) -> bool:
