@@ -61,7 +61,7 @@ CANDIDATES = {**{f"global share {share}": {**PLAIN, "GLOBAL_SHARE": share} for s
                  {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": wide} for wide in (0.05, 0.1)},
               **{f"TPE first 50, wide share 0.1, GP share {share}":
                  {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": 0.1, "GP_SHARE": share}
-                 for share in (0.25, 0.5)}}
+                 for share in (0.1, 0.25, 0.5)}}
 BASELINES = ("tpe", "random")
 
 
