@@ -41,7 +41,7 @@ study's trials, so a resumed study, or several workers on one study, go on where
 
 A TPE_SHARE of the suggestions of steps 2-4 take a proposal of Optuna's multivariate TPE instead,
 if one of TPE_TRIES is unseen and valid. Leave-one-space-out chose the default: TPE's turn on
-(50), WIDE_SHARE 0.1, DOUBLING and TPE_SHARE off (docs/search.md).
+(50), WIDE_SHARE 0.1, DOUBLING, TPE_SHARE and GP_SHARE off (docs/search.md).
 
 Seen means evaluated, running in another worker, or queued, so after a TPE turn nothing is
 suggested twice. A failed or infeasible configuration counts as the worst value. Evidence for
