@@ -153,34 +153,17 @@ def test_the_local_search_suggests_only_new_valid_configurations_and_finds_the_o
         assert BEST in seen, f"seed {seed}"
 
 
-def test_global_moves_alone_find_the_optimum_without_repeating_or_leaving_the_valid_space(space_file, monkeypatch):
-    monkeypatch.setattr(sampler_module, "GLOBAL_SHARE", 1.0)
+@pytest.mark.parametrize("moves", [{"GLOBAL_SHARE": 1.0}, {"GLOBAL_SHARE": 0.0, "WIDE_SHARE": 1.0}, {"GP_SHARE": 1.0}],
+                         ids=["global", "wide local", "gaussian process"])
+def test_each_kind_of_move_alone_finds_the_optimum_without_repeating_or_leaving_the_valid_space(space_file, moves,
+                                                                                               monkeypatch):
+    for name, share in moves.items():
+        monkeypatch.setattr(sampler_module, name, share)
     space = recorded.load(space_file)
     for seed in range(5):
         run = replay(space, 60, "local", seed)
         assert len(run.best_seconds) == 60  # the replay counts only new recorded configurations
         # Random search would find the optimum within 60 of the 432 valid configurations one time in seven.
-        assert run.fraction(space.optimum) == 1.0, f"seed {seed}"
-
-
-def test_wide_local_moves_alone_find_the_optimum_without_repeating_or_leaving_the_valid_space(space_file,
-                                                                                            monkeypatch):
-    monkeypatch.setattr(sampler_module, "GLOBAL_SHARE", 0.0)
-    monkeypatch.setattr(sampler_module, "WIDE_SHARE", 1.0)
-    space = recorded.load(space_file)
-    for seed in range(5):
-        run = replay(space, 60, "local", seed)
-        assert len(run.best_seconds) == 60
-        assert run.fraction(space.optimum) == 1.0, f"seed {seed}"
-
-
-def test_gaussian_process_moves_alone_find_the_optimum_without_repeating_or_leaving_the_valid_space(space_file,
-                                                                                                    monkeypatch):
-    monkeypatch.setattr(sampler_module, "GP_SHARE", 1.0)
-    space = recorded.load(space_file)
-    for seed in range(5):
-        run = replay(space, 60, "local", seed)
-        assert len(run.best_seconds) == 60
         assert run.fraction(space.optimum) == 1.0, f"seed {seed}"
 
 
