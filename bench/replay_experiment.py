@@ -9,9 +9,10 @@ bench/results/search_efficiency), and runs already there are skipped, so an inte
 experiment continues:
 - candidates-<space>.jsonl.gz: each candidate default (the `local` sampler with the constants in
   CANDIDATES: the shares of global moves, wide local moves, TPE's proposals and Gaussian-process
-  moves, doubling moves on or off, how many configurations offer their neighbours, and how many
-  measured configurations Optuna's TPE chooses before the local search takes over), seeds 0..seeds-1, 400 evaluations
-  each (a search does not plan by its budget, so its first N evaluations are the search of budget N);
+  moves, after TPE's turn and in it, doubling moves on or off, how many configurations offer their
+  neighbours, and how many measured configurations Optuna's TPE chooses before the local search
+  takes over), seeds 0..seeds-1, 400 evaluations each (a search does not plan by its budget, so
+  its first N evaluations are the search of budget N);
 - tuner-<space>.jsonl: Optuna's TPE (400 evaluations for seeds below --long-seeds, 100 for the
   rest: a run of 400 costs seconds) and random search (400), with `evaluations` per line (lines
   without it are 400-evaluation runs of an earlier experiment); a seed run again for longer keeps
@@ -46,7 +47,8 @@ from tuner.replay import replay
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGETS = (25, 50, 100, 200, 400)
-PLAIN = {"WIDE_SHARE": 0.0, "TPE_SHARE": 0.0, "DOUBLING": False, "EXPANDED": 2, "TPE_FIRST": 0, "GP_SHARE": 0.0}
+PLAIN = {"WIDE_SHARE": 0.0, "TPE_SHARE": 0.0, "DOUBLING": False, "EXPANDED": 2, "TPE_FIRST": 0, "GP_SHARE": 0.0,
+         "TURN_GP_SHARE": 0.0}
 CANDIDATES = {**{f"global share {share}": {**PLAIN, "GLOBAL_SHARE": share} for share in (0.1, 0.25, 0.5, 0.75)},
               **{f"global share 0.25, wide share {wide}": {**PLAIN, "GLOBAL_SHARE": 0.25, "WIDE_SHARE": wide}
                  for wide in (0.05, 0.1, 0.25)},
@@ -61,7 +63,13 @@ CANDIDATES = {**{f"global share {share}": {**PLAIN, "GLOBAL_SHARE": share} for s
                  {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": wide} for wide in (0.05, 0.1)},
               **{f"TPE first 50, wide share 0.1, GP share {share}":
                  {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": 0.1, "GP_SHARE": share}
-                 for share in (0.1, 0.25, 0.5)}}
+                 for share in (0.1, 0.25, 0.5)},
+              "TPE first 50, wide share 0.1, GP share 0.25, turn GP share 0.25":
+              {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": 0.1, "GP_SHARE": 0.25,
+               "TURN_GP_SHARE": 0.25},
+              "TPE first 50, doubling, wide share 0.1, GP share 0.25, turn GP share 0.25":
+              {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "DOUBLING": True, "WIDE_SHARE": 0.1, "GP_SHARE": 0.25,
+               "TURN_GP_SHARE": 0.25}}
 BASELINES = ("tpe", "random")
 
 

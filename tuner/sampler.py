@@ -12,6 +12,8 @@ study's trials, so a resumed study, or several workers on one study, go on where
    own; but after STALL unmeasured trials in a row (where few combinations are valid, hundreds
    could be invalid), the next is an unseen valid configuration drawn at random, and so is one
    instead of a proposal of a configuration running (whose measurement would be waited for).
+   Once STARTUP configurations are evaluated, a TURN_GP_SHARE of the suggestions are step 2's
+   Gaussian-process moves instead of TPE's proposals.
    Its model of the whole space finds the promising region in few evaluations. It may suggest
    invalid or repeated configurations; a search answers them without measuring, they do not
    count, and the steps below ignore the invalid ones.
@@ -73,6 +75,9 @@ TPE_SHARE = 0.0
 TPE_TRIES = 5
 # How many measured configurations Optuna's multivariate TPE chooses before the local search takes over.
 TPE_FIRST = 50
+# The share of suggestions in TPE's turn, once STARTUP configurations are evaluated, that are
+# Gaussian-process moves (step 2) instead of TPE's proposals.
+TURN_GP_SHARE = 0.0
 # In TPE's turn, a random start drawn from the whole product (as Optuna's own), and TPE's model of
 # it, may be invalid for hundreds of suggestions in a row where few combinations are valid: after
 # STALL unmeasured trials in a row, the next suggestion is a valid configuration drawn at random.
@@ -152,6 +157,10 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
                 elif score > -np.inf or self._valid(point):  # an invalid suggestion (TPE's) tells nothing here
                     scores[point] = max(score, scores.get(point, -np.inf))
         if measured < TPE_FIRST and unmeasured_in_a_row < STALL:
+            gaussian = (TURN_GP_SHARE and len(scores) >= STARTUP and self.rng.random() < TURN_GP_SHARE
+                        and self._gaussian_process(*self._ranked(scores), seen))
+            if gaussian:
+                return self._params(gaussian[0])
             proposal = self._tpe_sampler().sample_relative(study, trial, search_space)
             if not proposal:
                 return {}  # TPE's random start: a draw from the whole product (sample_independent)
@@ -163,13 +172,19 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         elif TPE_SHARE and self.rng.random() < TPE_SHARE and (proposal := self._tpe(study, trial, search_space, seen)):
             candidates = [proposal]
         else:
-            order = np.argsort(-np.array(list(scores.values())), kind="stable")
-            ranked, values = np.array(evaluated)[order], np.array(list(scores.values()))[order]
+            ranked, values = self._ranked(scores)
             candidates = (GP_SHARE and self.rng.random() < GP_SHARE and self._gaussian_process(ranked, values, seen)
                           or self._move(ranked, seen))
-        if not candidates:
-            return {}
-        return {name: domain[index] for (name, domain), index in zip(self.domains.items(), candidates[0])}
+        return self._params(candidates[0]) if candidates else {}
+
+    def _params(self, point: tuple) -> dict:
+        return {name: domain[index] for (name, domain), index in zip(self.domains.items(), point)}
+
+    @staticmethod
+    def _ranked(scores: dict) -> tuple[np.ndarray, np.ndarray]:
+        """The evaluated points, best first, and their scores."""
+        order = np.argsort(-np.array(list(scores.values())), kind="stable")
+        return np.array(list(scores))[order], np.array(list(scores.values()))[order]
 
     def sample_independent(self, study, trial, param_name, param_distribution):
         return self.fallback.sample_independent(study, trial, param_name, param_distribution)
