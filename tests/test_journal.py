@@ -1,16 +1,19 @@
 """A study's journal survives a torn write, and a --storage that is no journal is refused in one
 line, unchanged; a storage URL's password never shows."""
 import json
+import os
 import warnings
 
+import optuna
 import pytest
 
-from tuner import journal
+from tuner import journal, storage
 from tuner.backends import CUDA
 from tuner.cli import main
 from tuner.problem import Problem
 from tuner.runtime import open_runtime
 from tuner.search import Search
+from tuner.studies import find_study
 from tuner.trials import is_measured
 
 PROBLEM = Problem(8, 8, 8, "float32")
@@ -100,3 +103,14 @@ def test_a_symlinked_journal_is_repaired_where_it_lives_with_its_mode(tmp_path):
         assert _search(tmp_path, link).run(trials=1, timeout=None).measured == 1
     assert link.is_symlink() and real.stat().st_mode & 0o777 == 0o644
     assert _measured(real, tmp_path) == 2
+
+
+def test_a_journal_that_may_not_be_written_is_read_without_locks_or_writes(tmp_path, monkeypatch):
+    path = tmp_path / "study.journal"
+    writable = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
+    optuna.create_study(study_name="kept", storage=writable).optimize(lambda trial: trial.suggest_float("x", 0, 1), 3)
+    before = sorted(tmp_path.iterdir()), path.read_bytes()
+    monkeypatch.setattr(storage.os, "access", lambda where, mode: mode != os.W_OK)
+    study, _, _ = find_study(tmp_path, str(path), None)
+    assert study.study_name == "kept" and len(study.trials) == 3
+    assert (sorted(tmp_path.iterdir()), path.read_bytes()) == before

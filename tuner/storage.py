@@ -87,8 +87,14 @@ def redacted(text: str, url: str | None = None) -> str:
 
 
 def open_storage(url: str):
-    """The storage at `url` (any Optuna URL, or a journal file path), opened as workers open it."""
-    return SharedStorage(url, Path(url)).storage
+    """The storage at `url` (any Optuna URL, or a journal file path), opened as workers open it; a
+    journal that this process may not write (a read-only file, folder or file system) is opened
+    for reading only, unlocked and unrepaired, as Optuna reads one that another process appends to."""
+    path = Path(url)
+    if "://" not in url and path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        journal.check(path, url)
+        return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(url, lock_obj=NoLock()))
+    return SharedStorage(url, path).storage
 
 
 def _rdb_storage(url: str, heartbeat: int) -> optuna.storages.RDBStorage:
