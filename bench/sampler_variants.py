@@ -3,9 +3,11 @@ the experiment's (100-129), so that the choice was not made on the seeds it is j
 
     python bench/sampler_variants.py > bench/results/search_efficiency/sampler_variants.json
 
-Each variant changes one thing in tuner/sampler.py (a constant, or the neighbourhood) for the
-length of its runs; the line gives the mean fraction of the optimum after 25, 50, 100 and 200
-evaluations on each dataset in ../shared/data.
+Each variant changes one thing in the default sampler (a constant of tuner/sampler.py or
+tuner/preference.py, or the neighbours of tuner/grid.py) for the length of its runs; the line
+gives the mean fraction of the optimum after 25, 50, 100 and 200 evaluations on each dataset in
+../shared/data. The local moves it varies are those of the time (BASE); the committed
+sampler_variants.json was made at commit 2a4b9e50, whose sampler differs from today's.
 """
 import json
 import statistics
@@ -14,36 +16,32 @@ from pathlib import Path
 
 from provenance import provenance
 
-from tuner import recorded, replay
+from tuner import preference, recorded, replay
 from tuner import sampler as module
+from tuner.grid import Grid
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = range(100, 130)
 BUDGETS = (25, 50, 100, 200)
 
 
-def two_parameter_moves(self, point: tuple) -> list[tuple]:
+def two_parameter_moves(self, point: tuple, wide: bool, doubling: bool = False) -> list[tuple]:
     """One-step moves, and one-step moves of two parameters at once."""
-    found = dict.fromkeys(original_neighbours(self, point))
+    found = dict.fromkeys(original_neighbours(self, point, wide, doubling))
     for first in list(found):
-        for second in original_neighbours(self, first):
+        for second in original_neighbours(self, first, wide, doubling):
             if second != point:
                 found.setdefault(second)
     return list(found)
 
 
-def any_value_moves(self, point: tuple) -> list[tuple]:
-    """Any other value of one parameter, not only the next one along its order."""
-    found = []
-    for dimension, size in enumerate(self.sizes):
-        for index in range(size):
-            moved = point[:dimension] + (index,) + point[dimension + 1:]
-            if index != point[dimension] and self._valid(moved):
-                found.append(moved)
-    return found
+def any_value_moves(self, point: tuple, wide: bool, doubling: bool = False) -> list[tuple]:
+    """Any other value of one parameter, not only the next one along its order (what the wide
+    moves now do)."""
+    return original_neighbours(self, point, True)
 
 
-original_neighbours = module.LocalSearchSampler._neighbours
+original_neighbours = Grid.neighbours
 # The default of the time, local moves only, which each variant changes.
 BASE = {"TPE_FIRST": 0, "DOUBLING": False, "GLOBAL_SHARE": 0.0, "WIDE_SHARE": 0.0}
 VARIANTS = {
@@ -57,9 +55,16 @@ VARIANTS = {
     "GOOD_FRACTION=0.35": {"GOOD_FRACTION": 0.35},
     "NOISE=0": {"NOISE": 0.0},
     "NOISE=1": {"NOISE": 1.0},
-    "two-parameter moves": {"_neighbours": two_parameter_moves},
-    "any-value moves": {"_neighbours": any_value_moves},
+    "two-parameter moves": {"neighbours": two_parameter_moves},
+    "any-value moves": {"neighbours": any_value_moves},
 }
+
+
+def _home(key: str):
+    """Where the thing a variant changes lives."""
+    if key == "neighbours":
+        return Grid
+    return preference if hasattr(preference, key) else module
 
 
 def main() -> None:
@@ -67,9 +72,9 @@ def main() -> None:
     results = {}
     for name, variant in VARIANTS.items():
         changes = {**BASE, **variant}
-        saved = {key: getattr(module, key) for key in changes if key.isupper()}
+        saved = {key: getattr(_home(key), key) for key in changes}
         for key, value in changes.items():
-            setattr(module if key.isupper() else module.LocalSearchSampler, key, value)
+            setattr(_home(key), key, value)
         try:
             results[name] = {}
             for dataset, space in spaces.items():
@@ -78,8 +83,7 @@ def main() -> None:
                                           for budget in BUDGETS}
         finally:
             for key, value in saved.items():
-                setattr(module, key, value)
-            module.LocalSearchSampler._neighbours = original_neighbours
+                setattr(_home(key), key, value)
         rounded = {dataset: [round(value, 3) for value in cells.values()] for dataset, cells in results[name].items()}
         print(name, rounded, file=sys.stderr, flush=True)
     print(json.dumps({**provenance("python bench/sampler_variants.py", "CPU (replay of recorded measurements)"),

@@ -188,7 +188,7 @@ def test_a_gaussian_process_move_is_fitted_to_at_most_gp_points_of_the_best_that
                         lambda points, *rest: fitted.append(len(points)) or expected_improvement(points, *rest))
     monkeypatch.setattr(sampler_module, "GP_POINTS", 3)
     (suggestion,) = sampler._gaussian_process(ranked, np.array([-1.0, -2.0, -3.0, -4.0]), set(map(tuple, ranked)))
-    assert fitted == [3] and sampler._valid(suggestion) and suggestion not in set(map(tuple, ranked))
+    assert fitted == [3] and sampler.grid.valid(suggestion) and suggestion not in set(map(tuple, ranked))
 
 
 def test_a_wide_neighbour_differs_in_one_parameter_by_any_value_and_a_near_one_by_one_step(space_file):
@@ -197,9 +197,10 @@ def test_a_wide_neighbour_differs_in_one_parameter_by_any_value_and_a_near_one_b
     point = (4, 2, 1, 2)  # positions of (16, 4, 1, 32)
     positions = [range(len(domain)) for domain in DOMAINS.values()]
     differ = {other: [abs(a - b) for a, b in zip(point, other) if a != b] for other in itertools.product(*positions)
-              if sampler._valid(other)}
-    assert set(sampler._neighbours(point, wide=True)) == {other for other, steps in differ.items() if len(steps) == 1}
-    assert set(sampler._neighbours(point, wide=False)) == {other for other, steps in differ.items() if steps == [1]}
+              if sampler.grid.valid(other)}
+    grid = sampler.grid
+    assert set(grid.neighbours(point, wide=True)) == {other for other, steps in differ.items() if len(steps) == 1}
+    assert set(grid.neighbours(point, wide=False)) == {other for other, steps in differ.items() if steps == [1]}
 
 
 @pytest.mark.parametrize("doubling", [True, False])
@@ -208,7 +209,8 @@ def test_a_near_neighbour_may_double_or_halve_a_numeric_value_when_doubling_is_o
     domains = {"x": (16, 32, 48, 64, 96), "flag": (0, 1)}
     point = (1, 0)  # positions of (32, 0): doubling adds 64, whose position is 3
     one_step = {(0, 0), (2, 0), (1, 1)}
-    assert set(LocalSearchSampler(domains, lambda values: True, 0)._neighbours(point, wide=False)) == (
+    sampler = LocalSearchSampler(domains, lambda values: True, 0)
+    assert set(sampler._neighbourhood(np.array([point]), set(), wide=False)) == (
         one_step | {(3, 0)} if doubling else one_step)
 
 

@@ -6,17 +6,19 @@ The default (`local`) works on any space given as ordered parameter domains and 
 validity, so the same code tunes the project's kernels and replays recorded spaces with their
 own parameters. It keeps no state of its own: every suggestion is worked out from the
 study's trials, so a resumed study, or several workers on one study, go on where the study is.
+Its configurations are the points of a grid (grid.py: validity, neighbours, a pool of valid
+points); the density models of steps 3 and 4 are in preference.py, the Gaussian process of step 2
+in gaussian_process.py.
 
 0. Until the study holds TPE_FIRST measured configurations, Optuna's multivariate TPE makes
    every suggestion, its random start (STARTUP trials) drawn from the whole product as Optuna's
    own; but after STALL unmeasured trials in a row (where few combinations are valid, hundreds
    could be invalid), the next is an unseen valid configuration drawn at random, and so is one
    instead of a proposal of a configuration running (whose measurement would be waited for).
-   Once STARTUP configurations are evaluated, a TURN_GP_SHARE of the suggestions are step 2's
-   Gaussian-process moves instead of TPE's proposals.
    Its model of the whole space finds the promising region in few evaluations. It may suggest
    invalid or repeated configurations; a search answers them without measuring, they do not
-   count, and the steps below ignore the invalid ones.
+   count, and the steps below ignore the invalid ones. Once STARTUP configurations are
+   evaluated, a TURN_GP_SHARE of the turn's suggestions are step 2's Gaussian-process moves.
 1. With TPE_FIRST below STARTUP, until STARTUP configurations are evaluated, suggest an unseen
    valid one at random.
 2. Then, with probability GP_SHARE, a Gaussian-process move: fit a Gaussian process (a
@@ -37,13 +39,13 @@ study's trials, so a resumed study, or several workers on one study, go on where
 4. Otherwise, or when no evaluated configuration has unseen neighbours, a global move: among
    the unseen configurations known to be valid (a pool grown by random draws), suggest the one
    that is likeliest under a joint kernel density around the best evaluated ones (at most
-   GOOD_CAP) over the per-parameter density of the rest, plus Gumbel noise. The joint density
+   preference.GOOD_CAP) over the per-parameter density of the rest, plus Gumbel noise. The joint density
    keeps what the best configurations have in common together, so the search jumps to a
    distant region that shares it, where one-step moves would cross many worse ones.
 
 A TPE_SHARE of the suggestions of steps 2-4 take a proposal of Optuna's multivariate TPE instead,
 if one of TPE_TRIES is unseen and valid. Leave-one-space-out chose the default: TPE's turn on
-(50), WIDE_SHARE 0.1, DOUBLING, TPE_SHARE and GP_SHARE off (docs/search.md).
+(50), WIDE_SHARE 0.1, DOUBLING, TPE_SHARE, GP_SHARE and TURN_GP_SHARE off (docs/search.md).
 
 Seen means evaluated, running in another worker, or queued, so after a TPE turn nothing is
 suggested twice. A failed or infeasible configuration counts as the worst value. Evidence for
@@ -57,12 +59,13 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from .gaussian_process import expected_improvement
+from .grid import Grid
+from .preference import joint_preference, local_preference
 from .trials import is_measured
 
 STARTUP = 10
 # How many of the best evaluated configurations (with unseen neighbours) offer their neighbours.
 EXPANDED = 2
-GOOD_FRACTION = 0.25
 NOISE = 0.3
 # The share of suggestions after the start that are global moves.
 GLOBAL_SHARE = 0.25
@@ -85,17 +88,8 @@ STALL = 20
 # Whether a local move may also double or halve a numeric parameter (when its domain has that
 # value), so that a domain of multiples of 16 is crossed along its powers of two.
 DOUBLING = False
-# The most evaluated configurations the global move's joint density is centred on.
-GOOD_CAP = 25
-# The joint density's kernel: the weight kept on a best configuration's own value of a
-# parameter; the rest goes half to the values one step away, half spread over all.
-KERNEL_KEEP = 0.5
-# Random draws per global move that add to the pool of configurations known to be valid.
-POOL_DRAWS = 2000
 # The most unseen configurations of the pool that a global move scores: a uniform sample.
 GLOBAL_CANDIDATES = 1000
-# Random draws allowed per suggestion when sampling anywhere (most combinations may be invalid).
-MAX_DRAWS = 50_000
 # The share of suggestions after the start that a Gaussian process makes (where at least three
 # configurations succeeded): the candidate of greatest expected improvement.
 GP_SHARE = 0.0
@@ -114,18 +108,8 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
     `valid` accepts (tuples of values in `domains` order); see the module docstring."""
 
     def __init__(self, domains: dict[str, tuple], valid, seed: int | None = None):
-        self.domains = {name: tuple(domain) for name, domain in domains.items()}
-        self.sizes = np.array([len(domain) for domain in self.domains.values()])
-        self.positions = [{value: index for index, value in enumerate(domain)} for domain in self.domains.values()]
-        self.valid = valid
-        self.verdicts = {}  # point (a tuple of value positions) -> valid(configuration)
-        self.adjacent = {}  # (point, wide) -> its valid neighbours
+        self.grid = Grid(domains, valid)
         self.finished = {}  # trial number -> (point, score) of the complete trials
-        self.radix = np.cumprod(np.concatenate(([1], self.sizes[:-1])))
-        self.pool = np.empty((0, len(self.sizes)), dtype=int)  # valid points found by random draws
-        self.pool_codes = np.empty(0, dtype=int)
-        self.drawn_codes = np.empty(0, dtype=int)  # every point drawn for the pool, valid or not
-        self.barren = -1  # how many configurations were seen when a search found no unseen one
         self.rng = np.random.default_rng(seed)
         self.fallback = optuna.samplers.RandomSampler(seed)
         self.tpe = None  # made on its first use
@@ -138,7 +122,7 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         self.seed = None
 
     def infer_relative_search_space(self, study, trial) -> dict:
-        return {name: CategoricalDistribution(list(domain)) for name, domain in self.domains.items()}
+        return {name: CategoricalDistribution(list(domain)) for name, domain in self.grid.domains.items()}
 
     def sample_relative(self, study, trial, search_space) -> dict:
         if not search_space:
@@ -154,37 +138,27 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
                 seen.add(point)
                 if score is None:
                     unfinished.add(point)
-                elif score > -np.inf or self._valid(point):  # an invalid suggestion (TPE's) tells nothing here
+                elif score > -np.inf or self.grid.valid(point):  # an invalid suggestion (TPE's) tells nothing here
                     scores[point] = max(score, scores.get(point, -np.inf))
         if measured < TPE_FIRST and unmeasured_in_a_row < STALL:
             gaussian = (TURN_GP_SHARE and len(scores) >= STARTUP and self.rng.random() < TURN_GP_SHARE
-                        and self._gaussian_process(*self._ranked(scores), seen))
+                        and self._gaussian_process(*_ranked(scores), seen))
             if gaussian:
-                return self._params(gaussian[0])
+                return self.grid.params(gaussian[0])
             proposal = self._tpe_sampler().sample_relative(study, trial, search_space)
             if not proposal:
                 return {}  # TPE's random start: a draw from the whole product (sample_independent)
-            if self._point(proposal) not in unfinished:  # one running would wait for its measurement
+            if self.grid.point(proposal) not in unfinished:  # one running would wait for its measurement
                 return proposal
-        evaluated = list(scores)
-        if len(evaluated) < STARTUP or measured < TPE_FIRST:  # the random start, TPE's too
-            candidates = self._anywhere(seen, 1)
+        if len(scores) < STARTUP or measured < TPE_FIRST:  # the random start, TPE's too
+            candidates = self.grid.anywhere(seen, 1, self.rng)
         elif TPE_SHARE and self.rng.random() < TPE_SHARE and (proposal := self._tpe(study, trial, search_space, seen)):
             candidates = [proposal]
         else:
-            ranked, values = self._ranked(scores)
+            ranked, values = _ranked(scores)
             candidates = (GP_SHARE and self.rng.random() < GP_SHARE and self._gaussian_process(ranked, values, seen)
                           or self._move(ranked, seen))
-        return self._params(candidates[0]) if candidates else {}
-
-    def _params(self, point: tuple) -> dict:
-        return {name: domain[index] for (name, domain), index in zip(self.domains.items(), point)}
-
-    @staticmethod
-    def _ranked(scores: dict) -> tuple[np.ndarray, np.ndarray]:
-        """The evaluated points, best first, and their scores."""
-        order = np.argsort(-np.array(list(scores.values())), kind="stable")
-        return np.array(list(scores))[order], np.array(list(scores.values()))[order]
+        return self.grid.params(candidates[0]) if candidates else {}
 
     def sample_independent(self, study, trial, param_name, param_distribution):
         return self.fallback.sample_independent(study, trial, param_name, param_distribution)
@@ -195,9 +169,24 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         draw = self.rng.random()
         near = draw >= GLOBAL_SHARE and self._neighbourhood(ranked, seen, wide=draw >= 1 - WIDE_SHARE)
         if near:
-            preference = self._model(ranked, np.array(near)) + NOISE * self.rng.gumbel(size=len(near))
-            return [near[int(np.argmax(preference))]]
+            preference = local_preference(ranked, np.array(near), self.grid.sizes)
+            return [near[int(np.argmax(preference + NOISE * self.rng.gumbel(size=len(near))))]]
         return self._global(ranked, seen)
+
+    def _neighbourhood(self, ranked: np.ndarray, seen: set, wide: bool) -> list[tuple]:
+        """The unseen neighbours (wide ones if `wide`) of the best EXPANDED evaluated configurations
+        that have any."""
+        return self.grid.neighbourhood(ranked, seen, wide, EXPANDED, DOUBLING)
+
+    def _global(self, ranked: np.ndarray, seen: set) -> list[tuple]:
+        """The unseen point of the pool (of GLOBAL_CANDIDATES of them at most) that the joint model
+        prefers; when the pool has none left, an unseen valid point drawn anywhere."""
+        candidates = self.grid.unseen_pool(seen, GLOBAL_CANDIDATES, self.rng)
+        if not len(candidates):
+            return self.grid.anywhere(seen, 1, self.rng)
+        preference = joint_preference(ranked, candidates, self.grid.sizes)
+        preference += NOISE * self.rng.gumbel(size=len(candidates))
+        return [tuple(int(index) for index in candidates[int(np.argmax(preference))])]
 
     def _gaussian_process(self, ranked: np.ndarray, values: np.ndarray, seen: set) -> list[tuple]:
         """The candidate of greatest expected improvement under a Gaussian process fitted to the
@@ -207,13 +196,13 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         fitted = np.flatnonzero(np.isfinite(values))[:GP_POINTS]
         if len(fitted) < 3:
             return []
-        candidates = self._unseen_pool(seen, GP_CANDIDATES)
+        candidates = self.grid.unseen_pool(seen, GP_CANDIDATES, self.rng)
         near = self._neighbourhood(ranked, seen, wide=False) + self._neighbourhood(ranked, seen, wide=True)
         if near:
             candidates = np.unique(np.concatenate((candidates, np.array(near))), axis=0)
         if not len(candidates):
             return []
-        scale = 1.0 / np.maximum(self.sizes - 1, 1)
+        scale = 1.0 / np.maximum(self.grid.sizes - 1, 1)
         improvement = expected_improvement(ranked[fitted] * scale, values[fitted], candidates * scale, GP_LENGTH)
         return [tuple(int(index) for index in candidates[int(np.argmax(improvement))])]
 
@@ -229,8 +218,8 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
     def _tpe(self, study, trial, search_space: dict, seen: set) -> tuple | None:
         """The first of TPE_TRIES proposals of Optuna's multivariate TPE that is unseen and valid."""
         for _ in range(TPE_TRIES):
-            point = self._point(self._tpe_sampler().sample_relative(study, trial, search_space))
-            if point is not None and point not in seen and self._valid(point):
+            point = self.grid.point(self._tpe_sampler().sample_relative(study, trial, search_space))
+            if point is not None and point not in seen and self.grid.valid(point):
                 return point
         return None
 
@@ -238,7 +227,7 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         """The trial's configuration (a queued one's too) as a point, None if outside the space;
         and once it is complete, its score: the value, higher better, or -inf if it failed.
         A complete trial's outcome is kept, since it cannot change."""
-        point, score = self._point(trial.params or trial.system_attrs.get("fixed_params", {})), None
+        point, score = self.grid.point(trial.params or trial.system_attrs.get("fixed_params", {})), None
         if trial.state == TrialState.COMPLETE:
             feasible = all(value <= 0 for value in trial.constraints.values()) and trial.value is not None
             sign = 1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else -1.0
@@ -246,140 +235,11 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
             self.finished[trial.number] = (point, score)
         return point, score
 
-    def _point(self, params: dict) -> tuple | None:
-        try:
-            return tuple(position[params[name]] for name, position in zip(self.domains, self.positions))
-        except (KeyError, TypeError):
-            return None
 
-    def _valid(self, point: tuple) -> bool:
-        if point not in self.verdicts:
-            values = tuple(domain[index] for domain, index in zip(self.domains.values(), point))
-            self.verdicts[point] = bool(self.valid(values))
-        return self.verdicts[point]
-
-    def _anywhere(self, seen: set, count: int) -> list[tuple]:
-        """Up to `count` distinct unseen valid configurations drawn uniformly (by rejection).
-        Once MAX_DRAWS draws find none, none is sought again until more are seen."""
-        if self.barren == len(seen):
-            return []
-        found, drawn, batch = {}, 0, 16 * count
-        while len(found) < count and drawn < MAX_DRAWS:
-            for point in map(tuple, self.rng.integers(self.sizes, size=(batch, len(self.sizes))).tolist()):
-                if point not in seen and point not in found and self._valid(point):
-                    found[point] = None
-                    if len(found) == count:
-                        break
-            drawn, batch = drawn + batch, min(2 * batch, MAX_DRAWS)
-        if not found:
-            self.barren = len(seen)
-        return list(found)
-
-    def _global(self, ranked: np.ndarray, seen: set) -> list[tuple]:
-        """The unseen point of the pool (of GLOBAL_CANDIDATES of them at most) that the joint model
-        prefers; when the pool has none left, an unseen valid point drawn anywhere."""
-        candidates = self._unseen_pool(seen, GLOBAL_CANDIDATES)
-        if not len(candidates):
-            return self._anywhere(seen, 1)
-        preference = self._joint_model(ranked, candidates) + NOISE * self.rng.gumbel(size=len(candidates))
-        return [tuple(int(index) for index in candidates[int(np.argmax(preference))])]
-
-    def _unseen_pool(self, seen: set, most: int) -> np.ndarray:
-        """The pool's unseen points, once it has grown: a uniform sample of `most` of them at most."""
-        self._grow_pool()
-        codes = np.array(list(seen), dtype=int).reshape(-1, len(self.sizes)) @ self.radix
-        candidates = self.pool[~np.isin(self.pool_codes, codes)]
-        if len(candidates) > most:
-            candidates = candidates[self.rng.choice(len(candidates), most, replace=False)]
-        return candidates
-
-    def _grow_pool(self) -> None:
-        """Draw POOL_DRAWS points at random; those never drawn before are tested, and the valid
-        ones join the pool."""
-        drawn = self.rng.integers(self.sizes, size=(POOL_DRAWS, len(self.sizes)))
-        codes, first = np.unique(drawn @ self.radix, return_index=True)
-        new = ~np.isin(codes, self.drawn_codes)
-        self.drawn_codes = np.concatenate((self.drawn_codes, codes[new]))
-        fresh = [point for point in drawn[first[new]] if self._valid(tuple(int(index) for index in point))]
-        if fresh:
-            self.pool = np.concatenate((self.pool, fresh))
-            self.pool_codes = self.pool @ self.radix
-
-    def _joint_model(self, ranked: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-        """log l(x) - log g(x): l a mixture of product kernels centred on the best evaluated
-        configurations (GOOD_FRACTION of them, at most GOOD_CAP), g the per-parameter density
-        of the rest, as in _model."""
-        good_count = min(GOOD_CAP, max(1, int(np.ceil(GOOD_FRACTION * len(ranked)))))
-        good, rest = ranked[:good_count], ranked[good_count:]
-        log_kernel = np.zeros((len(candidates), good_count))
-        preference = np.zeros(len(candidates))
-        for dimension, size in enumerate(self.sizes):
-            if size == 1:
-                continue
-            steps = np.abs(candidates[:, dimension, None] - good[None, :, dimension])
-            spread = (1 - KERNEL_KEEP) / 2
-            log_kernel += np.log(np.select([steps == 0, steps == 1], [KERNEL_KEEP, spread / min(2, size - 1)], 0)
-                                 + spread / size)
-            preference -= np.log(_density(rest[:, dimension], size)[candidates[:, dimension]])
-        peak = log_kernel.max(axis=1)
-        return preference + peak + np.log(np.exp(log_kernel - peak[:, None]).sum(axis=1))
-
-    def _neighbourhood(self, ranked: np.ndarray, seen: set, wide: bool) -> list[tuple]:
-        """The unseen neighbours (wide ones if `wide`) of the best EXPANDED evaluated configurations
-        that have any."""
-        found, expanded = {}, 0
-        for point in ranked:
-            unseen = [neighbour for neighbour in self._neighbours(tuple(int(index) for index in point), wide)
-                      if neighbour not in seen]
-            if unseen:
-                found.update(dict.fromkeys(unseen))
-                expanded += 1
-                if expanded == EXPANDED:
-                    break
-        return list(found)
-
-    def _neighbours(self, point: tuple, wide: bool) -> list[tuple]:
-        """The valid configurations that differ from `point` in one parameter: by one step of its
-        ordered domain or, with DOUBLING, to twice or half its value; or if `wide` by any other value."""
-        if (point, wide) in self.adjacent:
-            return self.adjacent[point, wide]
-        found = self.adjacent[point, wide] = []
-        for dimension, (size, domain) in enumerate(zip(self.sizes, self.domains.values())):
-            index = point[dimension]
-            moves = set(range(size)) if wide else {index - 1, index + 1}
-            if DOUBLING and not wide and _numeric(domain[index]):
-                moves |= {self.positions[dimension].get(domain[index] * factor, -1) for factor in (2, 0.5)}
-            for other in sorted(moves):
-                if 0 <= other < size and other != index:
-                    moved = point[:dimension] + (other,) + point[dimension + 1:]
-                    if self._valid(moved):
-                        found.append(moved)
-        return found
-
-    def _model(self, ranked: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-        """log l(x) - log g(x): per-parameter value densities of the best GOOD_FRACTION of the
-        evaluated configurations (l) and of the rest (g), each value's count shared half with
-        its ordered neighbours, multiplied over parameters."""
-        good_count = max(1, int(np.ceil(GOOD_FRACTION * len(ranked))))
-        good, rest = ranked[:good_count], ranked[good_count:]
-        preference = np.zeros(len(candidates))
-        for dimension, size in enumerate(self.sizes):
-            values = candidates[:, dimension]
-            preference += np.log(_density(good[:, dimension], size)[values])
-            preference -= np.log(_density(rest[:, dimension], size)[values])
-        return preference
-
-
-def _numeric(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value != 0
-
-
-def _density(values: np.ndarray, size: int) -> np.ndarray:
-    counts = np.bincount(values, minlength=size).astype(float) + 1.0
-    smoothed = counts.copy()
-    smoothed[1:] += 0.5 * counts[:-1]
-    smoothed[:-1] += 0.5 * counts[1:]
-    return smoothed / smoothed.sum()
+def _ranked(scores: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The evaluated points, best first, and their scores."""
+    order = np.argsort(-np.array(list(scores.values())), kind="stable")
+    return np.array(list(scores))[order], np.array(list(scores.values()))[order]
 
 
 def make_sampler(name: str, seed: int, domains: dict[str, tuple], valid) -> optuna.samplers.BaseSampler:
