@@ -43,7 +43,8 @@ def any_value_moves(self, point: tuple, wide: bool, doubling: bool = False) -> l
 
 original_neighbours = Grid.neighbours
 # The default of the time, local moves only, which each variant changes.
-BASE = {"TPE_FIRST": 0, "DOUBLING": False, "GLOBAL_SHARE": 0.0, "WIDE_SHARE": 0.0}
+BASE = {"TPE_FIRST": 0, "DOUBLING": False, "GLOBAL_SHARE": 0.0, "WIDE_SHARE": 0.0, "TPE_SHARE": 0.0,
+        "GP_SHARE": 0.0, "TURN_GP_SHARE": 0.0}
 VARIANTS = {
     "default": {},
     "EXPANDED=1": {"EXPANDED": 1},
@@ -62,9 +63,7 @@ VARIANTS = {
 
 def _home(key: str):
     """Where the thing a variant changes lives."""
-    if key == "neighbours":
-        return Grid
-    return preference if hasattr(preference, key) else module
+    return {"neighbours": Grid, "GOOD_FRACTION": preference}.get(key, module)
 
 
 def main() -> None:

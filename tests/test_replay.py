@@ -257,6 +257,31 @@ def test_tpe_chooses_until_tpe_first_are_measured_and_then_only_new_valid_config
     assert unmeasured > 0  # TPE's own start and proposals are taken as they are, invalid ones included
 
 
+def test_gaussian_process_moves_in_tpe_turn_follow_its_random_start_and_suggest_only_new_valid_ones(space_file,
+                                                                                                  monkeypatch):
+    monkeypatch.setattr(sampler_module, "TURN_GP_SHARE", 1.0)
+    space = recorded.load(space_file)
+    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
+    evaluated_then, gaussian = [], sampler._gaussian_process
+    monkeypatch.setattr(sampler, "_gaussian_process", lambda ranked, values, seen: evaluated_then.append(len(ranked))
+                        or gaussian(ranked, values, seen))
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    seen, moves = [], 0
+    for _ in range(40):
+        calls = len(evaluated_then)
+        trial = study.ask()
+        key = tuple(suggest(trial, DOMAINS).values())
+        if len(evaluated_then) > calls:  # a Gaussian-process move
+            assert key in space.results and key not in seen
+            moves += 1
+        if key not in space.results or key in seen:  # TPE's random start may propose these
+            answer(study, trial, "invalid" if key not in space.results else "duplicate", 0.0, 1.0)
+            continue
+        seen.append(key)
+        answer(study, trial, "measured", 1.0 / (space.results[key].seconds or float("inf")), 0.0)
+    assert min(evaluated_then) >= sampler_module.STARTUP and moves >= 25
+
+
 def test_the_local_search_skips_what_other_workers_run_and_what_is_queued(space_file, monkeypatch):
     monkeypatch.setattr(sampler_module, "TPE_FIRST", 0)
     space = recorded.load(space_file)

@@ -18,9 +18,9 @@ class Grid:
         self.domains = {name: tuple(domain) for name, domain in domains.items()}
         self.sizes = np.array([len(domain) for domain in self.domains.values()])
         self.positions = [{value: index for index, value in enumerate(domain)} for domain in self.domains.values()]
-        self.test = valid
-        self.verdicts = {}  # point -> valid(configuration)
-        self.adjacent = {}  # (point, wide, doubling) -> its valid neighbours
+        self.test = valid  # the space's test of a configuration, asked once per point
+        self.verdicts = {}  # point -> its test's verdict
+        self.adjacent = {}  # (point, wide, doubling and not wide) -> its valid neighbours
         self.radix = np.cumprod(np.concatenate(([1], self.sizes[:-1])))
         self.pool = np.empty((0, len(self.sizes)), dtype=int)  # valid points found by random draws
         self.pool_codes = np.empty(0, dtype=int)
@@ -39,6 +39,7 @@ class Grid:
         return {name: domain[index] for (name, domain), index in zip(self.domains.items(), point)}
 
     def valid(self, point: tuple) -> bool:
+        """Whether the configuration at `point` is valid (the space's test, asked once)."""
         if point not in self.verdicts:
             values = tuple(domain[index] for domain, index in zip(self.domains.values(), point))
             self.verdicts[point] = bool(self.test(values))
@@ -83,8 +84,8 @@ class Grid:
             self.pool_codes = self.pool @ self.radix
 
     def neighbourhood(self, ranked: np.ndarray, seen: set, wide: bool, expanded: int, doubling: bool) -> list[tuple]:
-        """The unseen neighbours (wide ones if `wide`) of the first `expanded` points of `ranked`
-        that have any."""
+        """The unseen neighbours (wide ones if `wide`; with `doubling`, near ones include twice or
+        half a numeric value) of the first `expanded` points of `ranked` that have any."""
         found, count = {}, 0
         for point in ranked:
             unseen = [neighbour for neighbour in self.neighbours(tuple(int(index) for index in point), wide, doubling)

@@ -58,6 +58,20 @@ class AdvisoryLock:
                 connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
 
 
+class ReadOnlyLock:
+    """The append lock of a journal this process may not write, opened to be read: taking it is
+    refused in one line, so that no write is tried."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def acquire(self) -> bool:
+        raise PermissionError(f"{self.path} may not be written by this process; it was opened to be read")
+
+    def release(self) -> None:
+        pass
+
+
 class NoLock:
     """Other databases: claims are checked without a lock, so two workers that claim the same
     configuration in the same instant may both measure it."""

@@ -4,6 +4,7 @@ evaluated points and g that of the rest. The local moves use per-parameter densi
 moves a joint density around the best, which keeps what they have in common together."""
 import numpy as np
 
+# The share of the evaluated points, the best, that the density l is of.
 GOOD_FRACTION = 0.25
 # The most evaluated points the joint density is centred on.
 GOOD_CAP = 25

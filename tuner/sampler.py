@@ -34,14 +34,14 @@ in gaussian_process.py.
    A WIDE_SHARE of the suggestions take wide neighbours instead, which differ in one parameter
    by any other value, so that a domain along whose order the performance is not smooth is
    crossed in one move. Among those neighbours, suggest the one a TPE-style model
-   prefers: the ratio of the parameter-value densities of the best quarter of the evaluated
-   configurations to the rest, with ordinal smoothing, plus Gumbel noise for ties.
+   prefers: the ratio of the parameter-value densities of the best (preference.GOOD_FRACTION)
+   of the evaluated configurations to the rest, with ordinal smoothing, plus Gumbel noise for ties.
 4. Otherwise, or when no evaluated configuration has unseen neighbours, a global move: among
    the unseen configurations known to be valid (a pool grown by random draws), suggest the one
    that is likeliest under a joint kernel density around the best evaluated ones (at most
-   preference.GOOD_CAP) over the per-parameter density of the rest, plus Gumbel noise. The joint density
-   keeps what the best configurations have in common together, so the search jumps to a
-   distant region that shares it, where one-step moves would cross many worse ones.
+   preference.GOOD_CAP) over the per-parameter density of the rest, plus Gumbel noise. The
+   joint density keeps what the best configurations have in common together, so the search
+   jumps to a distant region that shares it, where one-step moves would cross many worse ones.
 
 A TPE_SHARE of the suggestions of steps 2-4 take a proposal of Optuna's multivariate TPE instead,
 if one of TPE_TRIES is unseen and valid. Leave-one-space-out chose the default: TPE's turn on

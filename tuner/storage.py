@@ -27,7 +27,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from . import journal
-from .locks import AdvisoryLock, FileLock, NoLock
+from .locks import AdvisoryLock, FileLock, NoLock, ReadOnlyLock
 from .trials import MEASURE, SPENT, Decision, config_key, is_measured
 
 # A database worker records a heartbeat this often; one silent for GRACE_INTERVALS heartbeats is
@@ -91,10 +91,22 @@ def open_storage(url: str):
     journal that this process may not write (a read-only file, folder or file system) is opened
     for reading only, unlocked and unrepaired, as Optuna reads one that another process appends to."""
     path = Path(url)
-    if "://" not in url and path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+    target = path.resolve()  # a symbolic link's target is the journal a repair rewrites
+    if "://" not in url and path.is_file() and not (os.access(target, os.W_OK) and os.access(target.parent, os.W_OK)):
         journal.check(path, url)
-        return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(url, lock_obj=NoLock()))
+        return _journal_storage(path, ReadOnlyLock(path))
     return SharedStorage(url, path).storage
+
+
+def _journal_storage(path: Path, lock) -> optuna.storages.JournalStorage:
+    """Optuna's storage of the journal at `path`, appending under `lock`; JournalError naming the
+    file if Optuna cannot replay its entries."""
+    try:
+        return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path), lock_obj=lock))
+    except Exception as error:  # Optuna's errors for entries it cannot replay
+        raise journal.JournalError(f"{path} cannot be read as a study journal ({type(error).__name__}: "
+                                   f"{str(error)[:200]}); restore it from a copy, or give a new file "
+                                   "name") from None
 
 
 def _rdb_storage(url: str, heartbeat: int) -> optuna.storages.RDBStorage:
@@ -134,13 +146,7 @@ class SharedStorage:
             append_lock = FileLock(path.with_name(path.name + ".flock"))
             with append_lock.held(str(path)):
                 journal.repair(path, str(path))
-            try:
-                self.storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
-                    str(path), lock_obj=append_lock))
-            except Exception as error:  # Optuna's errors for entries it cannot replay
-                raise journal.JournalError(f"{path} cannot be read as a study journal ({type(error).__name__}: "
-                                           f"{str(error)[:200]}); restore it from a copy, or give a new file "
-                                           "name") from None
+            self.storage = _journal_storage(path, append_lock)
             self.lock = FileLock(path.with_name(path.name + ".claims.lock"))
 
     def _database(self, url: str, heartbeat: int):
