@@ -193,12 +193,11 @@ def test_a_gaussian_process_move_is_fitted_to_at_most_gp_points_of_the_best_that
 
 def test_a_wide_neighbour_differs_in_one_parameter_by_any_value_and_a_near_one_by_one_step(space_file):
     space = recorded.load(space_file)
-    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
+    grid = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0).grid
     point = (4, 2, 1, 2)  # positions of (16, 4, 1, 32)
     positions = [range(len(domain)) for domain in DOMAINS.values()]
     differ = {other: [abs(a - b) for a, b in zip(point, other) if a != b] for other in itertools.product(*positions)
-              if sampler.grid.valid(other)}
-    grid = sampler.grid
+              if grid.valid(other)}
     assert set(grid.neighbours(point, wide=True)) == {other for other, steps in differ.items() if len(steps) == 1}
     assert set(grid.neighbours(point, wide=False)) == {other for other, steps in differ.items() if steps == [1]}
 
