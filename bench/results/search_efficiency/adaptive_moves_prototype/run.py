@@ -1,0 +1,50 @@
+"""Session 15's prototype of adaptive moves, replayed (dropped; exploration_log.txt):
+
+    python bench/results/search_efficiency/adaptive_moves_prototype/run.py OUT.jsonl 400 0 30 SPACES VARIANTS
+
+SPACES: comma-separated names of ../shared/data files without `benchmark_hub_` and `.json.gz`;
+VARIANTS: JSON, name -> {"adaptive": true, "constants": {the sampler's constants}}. Lines already
+in OUT are skipped."""
+import concurrent.futures
+import json
+import multiprocessing
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parents[2]), str(HERE.parents[3]), str(HERE)]
+
+
+def work(path: str, name: str, spec: dict, seed: int, evaluations: int) -> dict:
+    import adaptive
+    import replay_experiment
+
+    if spec.get("adaptive"):
+        adaptive.install()
+    replay_experiment.CANDIDATES[name] = dict(spec["constants"])
+    row = replay_experiment._run(path, "candidate", name, seed, evaluations)
+    row["space"] = Path(path).name
+    return row
+
+
+def main() -> None:
+    out, evaluations = Path(sys.argv[1]), int(sys.argv[2])
+    seeds, spaces, variants = range(int(sys.argv[3]), int(sys.argv[4])), sys.argv[5].split(","), json.loads(sys.argv[6])
+    done = set()
+    if out.exists():
+        done = {(row["space"], row["candidate"], row["seed"]) for row in map(json.loads, out.open())}
+    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = "1"
+    data = HERE.parents[4] / "shared" / "data"
+    todo = [(str(data / f"benchmark_hub_{space}.json.gz"), name, spec, seed) for space in spaces
+            for name, spec in variants.items() for seed in seeds
+            if (f"benchmark_hub_{space}.json.gz", name, seed) not in done]
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=context, max_tasks_per_child=1) as pool:
+        for future in concurrent.futures.as_completed([pool.submit(work, *task, evaluations) for task in todo]):
+            with out.open("a") as file:
+                file.write(json.dumps(future.result()) + "\n")
+
+
+if __name__ == "__main__":
+    main()
