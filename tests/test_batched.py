@@ -1,5 +1,6 @@
 """The batched family, registered through the seam: tuner.matmul on stacks as np.matmul takes them,
 its own search, records and errors, on the simulator."""
+import dataclasses
 import json
 
 import numpy as np
@@ -77,6 +78,17 @@ def test_a_batch_over_the_grid_layers_runs_as_several_launches(monkeypatch):
     A, B = _stack(5, 3, 4), _stack(4, 2, seed=1)
     with pytest.warns(tuner.UntunedWarning):
         np.testing.assert_allclose(tuner.matmul(A, B), np.matmul(A, B), rtol=1e-5, atol=1e-6)
+
+
+def test_stacks_taller_than_a_grid_run_in_bands_of_rows_and_layers(monkeypatch):
+    monkeypatch.setattr("tuner.families.batched.GRID_LAYERS", 2)
+    runtime = tuner.tuned._library(None, None).runtime
+    one_row_of_blocks = dataclasses.replace(runtime.backend.limits, grid_rows=1)
+    monkeypatch.setattr(runtime, "backend", dataclasses.replace(runtime.backend, limits=one_row_of_blocks))
+    A, B = _stack(3, 150, 4), _stack(3, 4, 5, seed=1)  # three row tiles of 64 in each of two bands of layers
+    with pytest.warns(tuner.UntunedWarning):
+        np.testing.assert_allclose(tuner.matmul(A, B), np.matmul(A, B), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(tuner.matmul(A[0], B), np.matmul(A[0], B), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("a_shape, b_shape, message", [

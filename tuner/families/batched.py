@@ -10,7 +10,7 @@ from ..family import Family
 from ..problem import Problem
 
 # Blocks along the grid's z axis, which runs over the batch: CUDA's and HIP's bound. A larger batch
-# runs as several launches.
+# (or taller matrices than the grid's rows hold) runs as several launches.
 GRID_LAYERS = 65535
 
 
@@ -84,17 +84,16 @@ class Batched(Family):
         return BatchedProblem(config.block_m + 1, config.block_n + 1, 2 * config.block_k + 1, dtype, batch=3)
 
     def parts(self, A, B, C, config: Tiling, grid_rows: int) -> list[tuple]:
-        """One launch per GRID_LAYERS products of the stack; an operand of one matrix is shared."""
-        m, batch = tuple(C.shape)[1], tuple(C.shape)[0]
-        if -(-m // config.block_m) > grid_rows:
-            raise ValueError(f"{m} rows make over the {grid_rows} row tiles of {config.block_m} a grid may have; "
-                             "multiply the stack in bands of rows")
+        """One launch per GRID_LAYERS products of the stack and per band of rows that fits a grid's
+        `grid_rows` row tiles; an operand of one matrix is shared."""
+        batch, m = tuple(C.shape)[:2]
+        rows = config.block_m * grid_rows
 
         def layers(operand, first):
             return operand if tuple(operand.shape)[0] == 1 else operand[first:first + GRID_LAYERS]
 
-        return [(layers(A, first), layers(B, first), C[first:first + GRID_LAYERS])
-                for first in range(0, batch, GRID_LAYERS)]
+        return [(layers(A, first)[:, top:top + rows], layers(B, first), C[first:first + GRID_LAYERS, top:top + rows])
+                for first in range(0, batch, GRID_LAYERS) for top in range(0, m, rows)]
 
     def grid(self, config: Tiling, c_shape: tuple) -> tuple[int, ...]:
         """(column tiles, row tiles, products)."""
