@@ -1,9 +1,11 @@
-"""Session 15's prototype of adaptive moves, replayed (dropped; exploration_log.txt):
+"""Session 15's prototypes, replayed (both dropped; ../exploration_log.txt):
 
-    python bench/results/search_efficiency/adaptive_moves_prototype/run.py OUT.jsonl 400 0 30 SPACES VARIANTS
+    [TUNER_ROOT=DIR] python run.py OUT.jsonl EVALUATIONS FIRST_SEED END_SEED SPACES VARIANTS
 
-SPACES: comma-separated names of ../shared/data files without `benchmark_hub_` and `.json.gz`;
-VARIANTS: JSON, name -> {"adaptive": true, "constants": {the sampler's constants}}. Lines already
+SPACES: comma-separated names of ../shared/data files without `benchmark_hub_` and `.json.gz`.
+VARIANTS: JSON, name -> {"constants": {tuner/sampler.py's constants}}, with "adaptive": true to
+install adaptive_moves.py over the sampler. The code replayed is TUNER_ROOT's (a checkout, with
+doubling_density.patch applied for that prototype), this repository's by default. Lines already
 in OUT are skipped."""
 import concurrent.futures
 import json
@@ -13,15 +15,16 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parents[2]), str(HERE.parents[3]), str(HERE)]
+CODE = Path(os.environ.get("TUNER_ROOT", HERE.parents[3]))
+sys.path[:0] = [str(CODE / "bench"), str(CODE), str(HERE)]
 
 
 def work(path: str, name: str, spec: dict, seed: int, evaluations: int) -> dict:
-    import adaptive
+    import adaptive_moves
     import replay_experiment
 
     if spec.get("adaptive"):
-        adaptive.install()
+        adaptive_moves.install()
     replay_experiment.CANDIDATES[name] = dict(spec["constants"])
     row = replay_experiment._run(path, "candidate", name, seed, evaluations)
     row["space"] = Path(path).name
