@@ -9,9 +9,9 @@ bench/results/search_efficiency), and runs already there are skipped, so an inte
 experiment continues:
 - candidates-<space>.jsonl.gz: each candidate default (the `local` sampler with the constants in
   CANDIDATES: the shares of global moves, wide local moves, TPE's proposals and Gaussian-process
-  moves, after TPE's turn and in it, doubling moves on or off, how many configurations offer their
-  neighbours, and how many measured configurations Optuna's TPE chooses before the local search
-  takes over), seeds 0..seeds-1, 400 evaluations each (a search does not plan by its budget, so
+  moves, after TPE's turn (and after a stall) and in it, doubling moves on or off, how many
+  configurations offer their neighbours, and how many measured configurations Optuna's TPE
+  chooses before the local search takes over), seeds 0..seeds-1, 400 evaluations each (a search does not plan by its budget, so
   its first N evaluations are the search of budget N);
 - tuner-<space>.jsonl: Optuna's TPE (400 evaluations for seeds below --long-seeds, 100 for the
   rest: a run of 400 costs seconds) and random search (400), with `evaluations` per line (lines
@@ -48,7 +48,7 @@ from tuner.replay import replay
 ROOT = Path(__file__).resolve().parent.parent
 BUDGETS = (25, 50, 100, 200, 400)
 PLAIN = {"WIDE_SHARE": 0.0, "TPE_SHARE": 0.0, "DOUBLING": False, "EXPANDED": 2, "TPE_FIRST": 0, "GP_SHARE": 0.0,
-         "TURN_GP_SHARE": 0.0}
+         "TURN_GP_SHARE": 0.0, "STALLED_AFTER": 0}
 CANDIDATES = {**{f"global share {share}": {**PLAIN, "GLOBAL_SHARE": share} for share in (0.1, 0.25, 0.5, 0.75)},
               **{f"global share 0.25, wide share {wide}": {**PLAIN, "GLOBAL_SHARE": 0.25, "WIDE_SHARE": wide}
                  for wide in (0.05, 0.1, 0.25)},
@@ -69,7 +69,10 @@ CANDIDATES = {**{f"global share {share}": {**PLAIN, "GLOBAL_SHARE": share} for s
                "TURN_GP_SHARE": 0.25},
               "TPE first 50, doubling, wide share 0.1, GP share 0.25, turn GP share 0.25":
               {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "DOUBLING": True, "WIDE_SHARE": 0.1, "GP_SHARE": 0.25,
-               "TURN_GP_SHARE": 0.25}}
+               "TURN_GP_SHARE": 0.25},
+              "TPE first 50, wide share 0.1, stalled 20 GP share 0.5, turn GP share 0.25":
+              {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": 0.1, "TURN_GP_SHARE": 0.25,
+               "STALLED_AFTER": 20, "STALLED_GP_SHARE": 0.5}}
 BASELINES = ("tpe", "random")
 
 

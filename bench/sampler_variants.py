@@ -44,7 +44,7 @@ def any_value_moves(self, point: tuple, wide: bool, doubling: bool = False) -> l
 original_neighbours = Grid.neighbours
 # The default of the time, local moves only, which each variant changes.
 BASE = {"TPE_FIRST": 0, "DOUBLING": False, "GLOBAL_SHARE": 0.0, "WIDE_SHARE": 0.0, "TPE_SHARE": 0.0,
-        "GP_SHARE": 0.0, "TURN_GP_SHARE": 0.0}
+        "GP_SHARE": 0.0, "TURN_GP_SHARE": 0.0, "STALLED_AFTER": 0}
 VARIANTS = {
     "default": {},
     "EXPANDED=1": {"EXPANDED": 1},

@@ -21,7 +21,8 @@ in gaussian_process.py.
    evaluated, a TURN_GP_SHARE of the turn's suggestions are step 2's Gaussian-process moves.
 1. With TPE_FIRST below STARTUP, until STARTUP configurations are evaluated, suggest an unseen
    valid one at random.
-2. Then, with probability GP_SHARE, a Gaussian-process move: fit a Gaussian process (a
+2. Then, with probability GP_SHARE (STALLED_GP_SHARE once STALLED_AFTER measured configurations
+   in a row found nothing better), a Gaussian-process move: fit a Gaussian process (a
    Matern-3/2 kernel over the parameters' domain positions, each scaled to [0, 1]) to the normal
    scores of the evaluated configurations' ranks, and suggest, among unseen valid configurations
    (a sample of the pool of step 4, and the neighbours of step 3 of the best), the one of greatest
@@ -45,7 +46,8 @@ in gaussian_process.py.
 
 A TPE_SHARE of the suggestions of steps 2-4 take a proposal of Optuna's multivariate TPE instead,
 if one of TPE_TRIES is unseen and valid. Leave-one-space-out chose the default: TPE's turn on
-(50), WIDE_SHARE 0.1, DOUBLING, TPE_SHARE, GP_SHARE and TURN_GP_SHARE off (docs/search.md).
+(50), WIDE_SHARE 0.1, DOUBLING, TPE_SHARE, GP_SHARE, STALLED_AFTER and TURN_GP_SHARE off
+(docs/search.md).
 
 Seen means evaluated, running in another worker, or queued, so after a TPE turn nothing is
 suggested twice. A failed or infeasible configuration counts as the worst value. Evidence for
@@ -93,6 +95,10 @@ GLOBAL_CANDIDATES = 1000
 # The share of suggestions after the start that a Gaussian process makes (where at least three
 # configurations succeeded): the candidate of greatest expected improvement.
 GP_SHARE = 0.0
+# After how many measured configurations in a row without a better one (0: never) the share of
+# Gaussian-process moves is STALLED_GP_SHARE instead of GP_SHARE, until one is better.
+STALLED_AFTER = 0
+STALLED_GP_SHARE = 0.5
 # The Gaussian process's Matern-3/2 length scale, each parameter's domain positions scaled to [0, 1].
 GP_LENGTH = 0.5
 # The most unseen configurations of the pool that a Gaussian-process move scores: a uniform sample.
@@ -128,12 +134,15 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         if not search_space:
             return {}
         seen, scores, measured, unfinished, unmeasured_in_a_row = set(), {}, 0, set(), 0
+        best, since_best = -np.inf, 0  # the best measured score, and how many measured since it
         for other in study.get_trials(deepcopy=False, states=_SEEN):
             point, score = self.finished.get(other.number) or self._outcome(study, other)
             if other.state == TrialState.COMPLETE:
                 was_measured = is_measured(other)
                 measured += was_measured
                 unmeasured_in_a_row = 0 if was_measured else unmeasured_in_a_row + 1
+                if was_measured:
+                    best, since_best = (score, 0) if score > best else (best, since_best + 1)
             if point is not None:
                 seen.add(point)
                 if score is None:
@@ -156,7 +165,8 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
             candidates = [proposal]
         else:
             ranked, values = _ranked(scores)
-            candidates = (GP_SHARE and self.rng.random() < GP_SHARE and self._gaussian_process(ranked, values, seen)
+            share = STALLED_GP_SHARE if STALLED_AFTER and since_best >= STALLED_AFTER else GP_SHARE
+            candidates = (share and self.rng.random() < share and self._gaussian_process(ranked, values, seen)
                           or self._move(ranked, seen))
         return self.grid.params(candidates[0]) if candidates else {}
 
