@@ -281,6 +281,26 @@ def test_gaussian_process_moves_in_tpe_turn_follow_its_random_start_and_suggest_
     assert min(evaluated_then) >= sampler_module.STARTUP and moves >= 25
 
 
+def test_gaussian_process_moves_after_a_stall_stop_at_a_better_configuration(space_file, monkeypatch):
+    for name, value in (("TPE_FIRST", 0), ("STALLED_AFTER", 3), ("STALLED_GP_SHARE", 1.0)):
+        monkeypatch.setattr(sampler_module, name, value)
+    space = recorded.load(space_file)
+    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
+    gaussian, calls = sampler._gaussian_process, []
+    monkeypatch.setattr(sampler, "_gaussian_process", lambda *args: calls.append(None) or gaussian(*args))
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    moved = []
+    for count in range(24):
+        before = len(calls)
+        trial = study.ask()
+        assert tuple(suggest(trial, DOMAINS).values()) in space.results
+        moved.append(len(calls) > before)
+        answer(study, trial, "measured", {0: 100.0, 15: 200.0}.get(count, 1.0), 0.0)
+    # The first is best until the 16th (a Gaussian-process move): stalled from the random start's
+    # end, then again three measurements after the 16th.
+    assert [count for count, move in enumerate(moved) if move] == [*range(sampler_module.STARTUP, 16), *range(19, 24)]
+
+
 def test_the_local_search_skips_what_other_workers_run_and_what_is_queued(space_file, monkeypatch):
     monkeypatch.setattr(sampler_module, "TPE_FIRST", 0)
     space = recorded.load(space_file)
