@@ -11,8 +11,8 @@ experiment continues:
   CANDIDATES: the shares of global moves, wide local moves, TPE's proposals and Gaussian-process
   moves, after TPE's turn (and after a stall) and in it, doubling moves on or off, how many
   configurations offer their neighbours, and how many measured configurations Optuna's TPE
-  chooses before the local search takes over), seeds 0..seeds-1, 400 evaluations each (a search does not plan by its budget, so
-  its first N evaluations are the search of budget N);
+  chooses before the local search takes over), seeds 0..seeds-1, 400 evaluations each (a search
+  does not plan by its budget, so its first N evaluations are the search of budget N);
 - tuner-<space>.jsonl: Optuna's TPE (400 evaluations for seeds below --long-seeds, 100 for the
   rest: a run of 400 costs seconds) and random search (400), with `evaluations` per line (lines
   without it are 400-evaluation runs of an earlier experiment); a seed run again for longer keeps
