@@ -88,6 +88,8 @@ class Batched(Family):
         `grid_rows` row tiles; an operand of one matrix is shared."""
         batch, m = tuple(C.shape)[:2]
         rows = config.block_m * grid_rows
+        if batch <= GRID_LAYERS and m <= rows:
+            return [(A, B, C)]
 
         def layers(operand, first):
             return operand if tuple(operand.shape)[0] == 1 else operand[first:first + GRID_LAYERS]
