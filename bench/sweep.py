@@ -101,7 +101,8 @@ def export(paths: list[Path], target: Path) -> None:
     problems = {header["problem"] for header in headers}
     assert len(fingerprints) == 1 and len(problems) == 1, f"mixed sweeps: {fingerprints} {problems}"
     header = headers[0]
-    backend, dtype = header["device"]["backend"], header["problem"].split("-")[0]
+    dtype, _, shape = header["problem"].rpartition("-")  # a dtype may hold a dash: float16-tc
+    backend = header["device"]["backend"]
     space = Space.of(get_backend(backend), dtype)
     names = list(space.domains())
     cache = {}
@@ -127,7 +128,7 @@ def export(paths: list[Path], target: Path) -> None:
                           "verification_time": row["verification_seconds"] * 1e3,
                           "benchmark_time": sum(times), "GFLOP/s": row["gflops"],
                           "registers": row["registers"], "local_bytes": row["local_bytes"]}
-    m, n, k = (int(size) for size in header["problem"].split("-")[1].split("x"))
+    m, n, k = (int(size) for size in shape.split("x"))
     document = {"device_name": header["device"]["name"], "kernel_name": f"tuner_matmul_{backend}_{dtype}",
                 "problem_size": [m, n, k], "tune_params_keys": names,
                 "tune_params": {name: [int(value) for value in domain] for name, domain in space.domains().items()},

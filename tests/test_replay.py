@@ -9,12 +9,14 @@ import optuna
 import pytest
 
 from tuner import recorded
+from tuner.backends import get_backend
 from tuner import sampler as sampler_module
 from tuner.cli import main
 from tuner.config import Config
 from tuner.gaussian_process import expected_improvement
 from tuner.replay import replay, summarize
 from tuner.sampler import LocalSearchSampler
+from tuner.space import Space
 from tuner.trials import answer, suggest
 
 DOMAINS = {"a": [1, 2, 4, 8, 16, 32, 64, 128], "b": [1, 2, 4, 8, 16, 32, 64, 128], "flag": [0, 1], "d": [8, 16, 32, 64]}
@@ -92,6 +94,16 @@ def test_a_sweep_file_is_read_in_the_projects_own_parameters(tmp_path):
     assert space.results[tuple(fast.as_dict().values())].cost == pytest.approx(0.61 + 5e-3)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16-tc"])
+def test_a_sweep_file_is_read_in_its_precisions_space(tmp_path, dtype):
+    space = Space.of(get_backend("cuda"), dtype)
+    header = {"header": {"device": {"backend": "cuda", "name": "Made-up GPU"}, "problem": f"{dtype}-64x64x64"}}
+    row = {"config": space.config_type().as_dict(), "status": "ok", "median_seconds": 1e-3, "times": [1e-3]}
+    path = tmp_path / "sweep.jsonl"
+    path.write_text(json.dumps(header) + "\n" + json.dumps(row) + "\n")
+    assert list(recorded.load(path).domains) == list(space.domains())
+
+
 @pytest.mark.parametrize("content, message", [
     (b"", "not a Kernel Tuner cache file"),
     (b"[1, 2]", "its top level is not an object"),
@@ -108,6 +120,13 @@ def test_a_file_that_is_not_a_recording_is_refused_in_one_line(tmp_path, content
     with pytest.raises(recorded.RecordingError, match=message) as error:
         recorded.load(path)
     assert "\n" not in str(error.value)
+
+
+def test_a_broken_sweep_file_is_refused_as_a_sweep_file(tmp_path):
+    path = tmp_path / "sweep.jsonl"
+    path.write_text('not json\n')
+    with pytest.raises(recorded.RecordingError, match="not a tuner sweep file"):
+        recorded.load(path)
 
 
 def test_configurations_outside_the_domains_are_left_out_and_numeric_domains_are_ordered(tmp_path):

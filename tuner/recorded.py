@@ -59,7 +59,7 @@ class RecordedSpace:
 
 def load(path: str | Path) -> RecordedSpace:
     """Read a Kernel Tuner cache file (JSON, gzipped or not, possibly left open) or a tuner
-    sweep file (JSON lines from bench/sweep.py)."""
+    sweep file (JSON lines from bench/sweep.py: one that starts with its header, or any .jsonl file)."""
     path = Path(path)
     raw = _read(path)
     try:
@@ -70,7 +70,7 @@ def load(path: str | Path) -> RecordedSpace:
         text = raw.decode()
     except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error):
         raise RecordingError(f"{path}: neither JSON nor gzipped JSON") from None
-    if text.lstrip().startswith('{"header"'):
+    if text.lstrip().startswith('{"header"') or path.suffix == ".jsonl":
         return _from_sweep(path, text)
     return _from_kernel_tuner(path, _json(path, text))
 
@@ -154,7 +154,8 @@ def _from_sweep(path: Path, text: str) -> RecordedSpace:
         lines = [json.loads(line) for line in lines]
         header = lines[0]["header"]
         name = f"tuner {header['problem']} on {header['device']['name']}"
-        space = Space.of(get_backend(header["device"]["backend"]), header["problem"].split("-")[0])
+        dtype = header["problem"].rpartition("-")[0]  # the key is dtype-MxNxK, and a dtype may hold a dash
+        space = Space.of(get_backend(header["device"]["backend"]), dtype)
         domains = space.domains()
         results = {}
         for row in lines[1:]:
