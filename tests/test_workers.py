@@ -161,6 +161,14 @@ def test_devices_without_a_gpu_say_what_to_do(tmp_path, capsys, monkeypatch):
     assert "no cuda GPU here (no cuda driver found); add --simulate" in capsys.readouterr().err
 
 
+def test_simulated_devices_past_the_visible_list_get_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    status = main(["search", "--backend", "cuda", *SMALL, "--simulate", "--devices", "0,3",
+                   "--cache-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert status == 2 and "CUDA_VISIBLE_DEVICES=0 lists 1 device(s)" in err and err.count("\n") == 1, err
+
+
 def test_a_worker_is_pinned_within_the_devices_this_process_sees():
     assert pinned_environment(CUDA, 1, {})["CUDA_VISIBLE_DEVICES"] == "1"
     assert pinned_environment(CUDA, 1, {"CUDA_VISIBLE_DEVICES": "4,6"})["CUDA_VISIBLE_DEVICES"] == "6"

@@ -29,6 +29,16 @@ def parse_devices(text: str) -> list[int]:
     return devices
 
 
+def check_visible(backend: Backend, devices: list[int], environ: dict) -> None:
+    """Refuse indices past the list of an existing CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES,
+    which workers are pinned by position in (simulated workers too), in one line."""
+    visible = environ.get(backend.visible_devices)
+    count = len(visible.split(",")) if visible else None
+    if count is not None and max(devices) >= count:
+        raise ValueError(f"--devices {max(devices)}: {backend.visible_devices}={visible} lists {count} device(s), "
+                         f"numbered 0 to {count - 1} here; pass indices into that list")
+
+
 def check_devices(backend: Backend, devices: list[int]) -> None:
     """Refuse indices this host's GPUs of `backend` do not have, in one line saying what exists."""
     try:

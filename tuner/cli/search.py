@@ -124,10 +124,11 @@ def _search(args) -> int:
 
 def _search_on_devices(args) -> int:
     """`tuner search --devices`: the same search in one worker process per listed GPU."""
-    from ..workers import check_devices, parse_devices, run_workers
+    from ..workers import check_devices, check_visible, parse_devices, run_workers
 
     backend, devices = get_backend(args.backend), parse_devices(args.devices)
     simulated = args.simulate or simulator.enabled()
+    check_visible(backend, devices, os.environ)
     if not simulated:
         check_devices(backend, devices)
     if args.storage:
