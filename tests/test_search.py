@@ -15,6 +15,7 @@ from tuner.problem import Problem
 from tuner.runtime import open_runtime
 from tuner.search import Search
 from tuner.space import FLAGSHIPS, SEED
+from tuner.trials import config_key
 
 FIRST = Config()  # what a search with nothing cached measures first
 
@@ -252,6 +253,30 @@ def test_a_configuration_whose_static_ceiling_is_below_half_the_best_is_never_me
     assert SEED in [Config(**trial.params) for trial in pruned]
     assert len(counted) == len(set(counted))  # counted once each, then read from the file
     assert Ceilings(tmp_path / "ceilings.json", count).of(SEED) == 0.2 and counted.count(SEED) == 1
+
+
+def test_searches_on_one_host_keep_each_others_ceilings(tmp_path):
+    """Two searches (--devices workers) that opened the file before either counted: both counts stay."""
+    from tuner.ceiling import Ceilings
+
+    path = tmp_path / "ceilings.json"
+    first, second = Ceilings(path, lambda config: 0.5), Ceilings(path, lambda config: 0.25)
+    first.of(SEED)
+    second.of(FIRST)
+    assert Ceilings(path, lambda config: pytest.fail("counted again")).known == {
+        config_key(SEED.as_dict()): 0.5, config_key(FIRST.as_dict()): 0.25}
+
+
+@pytest.mark.parametrize("content", ['{"a": 0.5', "[1, 2]", '{"a": "high", "b": true, "c": 0.5, "d": null}'])
+def test_a_broken_ceilings_file_counts_as_empty_and_is_written_over(tmp_path, content):
+    from tuner.ceiling import Ceilings
+
+    path = tmp_path / "ceilings.json"
+    path.write_text(content)
+    ceilings = Ceilings(path, lambda config: 0.5)
+    assert ceilings.known == ({"c": 0.5, "d": None} if content.startswith('{"a": "') else {})
+    assert ceilings.of(SEED) == 0.5 and json.loads(path.read_text())[config_key(SEED.as_dict())] == 0.5
+    assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_the_prune_threshold_follows_the_fastest_variant_not_the_highest_ceiling(tmp_path, monkeypatch):

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from .cache import locked
 from .config import Config
 from .devices import templates_hash
 from .runtime import Runtime
@@ -35,7 +36,7 @@ class Ceilings:
 
     def __init__(self, path: Path, count: Callable[[Config], float | None]):
         self.path, self.count = path, count
-        self.known = json.loads(path.read_text()) if path.is_file() else {}
+        self.known = _read(path)
 
     @classmethod
     def where_countable(cls, runtime: Runtime, space: Space, root: Path) -> "Ceilings | None":
@@ -62,10 +63,31 @@ class Ceilings:
         return self.known[key]
 
     def _save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=self.path.parent, suffix=".tmp", delete=False) as tmp:
-            json.dump(self.known, tmp)
-        os.replace(tmp.name, self.path)
+        """Write the counts atomically, merged under the file's lock with those that other searches
+        on this host (`--devices` workers) have written since, so that no count is lost."""
+        with locked(self.path):
+            self.known = {**_read(self.path), **self.known}
+            with tempfile.NamedTemporaryFile("w", dir=self.path.parent, suffix=".tmp", delete=False) as tmp:
+                try:
+                    json.dump(self.known, tmp)
+                except BaseException:
+                    os.unlink(tmp.name)
+                    raise
+            os.replace(tmp.name, self.path)
+
+
+def _read(path: Path) -> dict:
+    """The ceilings kept in `path`. The file only saves counting again, so one that is unreadable or
+    malformed (truncated by a crash, edited by hand) counts as empty and is written over, and an
+    entry that is neither a number nor None (cannot be counted) is dropped."""
+    try:
+        known = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(known, dict):
+        return {}
+    return {key: value for key, value in known.items()
+            if value is None or isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
 def _fma_fraction(space: Space, config: Config) -> float | None:
