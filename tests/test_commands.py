@@ -46,7 +46,7 @@ def test_devices_shows_the_simulator_fingerprints(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["search", "--backend", "cuda", "--shape", "0", "16", "16"], "m must be a positive integer"),
+    (["search", "--backend", "cuda", "--shape", "0", "16", "16"], "--shape: must be a whole number, at least 1"),
     (["search", "--backend", "cuda", "--shape", "512", "512", "512"], "too large for the simulator"),
     (["search", "--backend", "cuda", "--batch", "100000", *SMALL], "--batch 100000 --shape 16 16 16: "),
     (["search", "--backend", "roc", "--dtype", "float16", *SMALL], "choose one of: float32, float64"),

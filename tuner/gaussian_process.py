@@ -1,5 +1,6 @@
-"""A Gaussian process's expected improvement, the model behind the default sampler's
-Gaussian-process moves (tuner/sampler.py): numpy only, for a few hundred evaluated points."""
+"""A Gaussian process's expected improvement, the model behind the local sampler's
+Gaussian-process moves (tuner/sampler.py, GP_SHARE; off in the default): numpy only, for a few
+hundred evaluated points."""
 import math
 import statistics
 

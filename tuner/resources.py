@@ -54,7 +54,7 @@ class Resources:
 
     @property
     def spills(self) -> bool:
-        """Whether registers spill to local memory: such configurations are for the search to skip."""
+        """Whether registers spill to local memory (`tuner resources` says so)."""
         return bool(self.spill_store_bytes or self.spill_load_bytes)
 
     def as_dict(self) -> dict:

@@ -138,8 +138,8 @@ class Space:
         return broken + pruned
 
     def reasons(self, config: Config) -> tuple[list[str], list[str]]:
-        """The hard rules `config` breaks, and the heuristics that prune it (none asked of a
-        configuration without threads, which they cannot describe)."""
+        """The hard rules `config` breaks, and the heuristics that prune it (asked only of a
+        configuration that breaks none, which they may not be able to describe)."""
         broken = self.broken_rules(config)
         return broken, [] if broken else self.pruned_by(config)
 

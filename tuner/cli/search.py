@@ -66,8 +66,7 @@ def _search(args) -> int:
         return _search_on_devices(args)
     stop_on_sigterm(once=True)
     follow_parent()
-    if args.backend:  # a precision the backend lacks is said before any device is opened
-        Space.of(get_backend(args.backend), args.dtype)
+    Space.of(get_backend(args.backend), args.dtype)  # a precision the backend lacks is said before any device is opened
     runtime = open_device(args.backend, args.simulate)
     problem = _problem(args, runtime)
     if args.trials is None and args.timeout is None:
@@ -175,7 +174,7 @@ def _options() -> argparse.ArgumentParser:
     search.add_argument("--simulate", action="store_true",
                         help="run on Numba's CUDA simulator (also when NUMBA_ENABLE_CUDASIM=1 or no GPU is found)")
     search.add_argument("--dtype", default="float32", help=DTYPE_HELP)
-    search.add_argument("--shape", nargs=3, type=int, metavar=("M", "N", "K"),
+    search.add_argument("--shape", nargs=3, type=_positive, metavar=("M", "N", "K"),
                         help="the product's shape (default 4096 4096 4096 on a GPU, 32 32 32 simulated)")
     search.add_argument("--trials", type=_positive,
                         help="the study's budget of measured variants, shared by every worker on it: a rerun measures "
