@@ -1,10 +1,11 @@
-"""Session 15's prototypes, replayed (both dropped; ../exploration_log.txt):
+"""Session 15's and 16's prototypes, replayed (../exploration_log.txt):
 
     [TUNER_ROOT=DIR] python run.py OUT.jsonl EVALUATIONS FIRST_SEED END_SEED SPACES VARIANTS
 
 SPACES: comma-separated names of ../shared/data files without `benchmark_hub_` and `.json.gz`.
 VARIANTS: JSON, name -> {"constants": {tuner/sampler.py's constants}}, with "adaptive": true to
-install adaptive_moves.py over the sampler. The code replayed is TUNER_ROOT's (a checkout, with
+install adaptive_moves.py over the sampler, or "install": MODULE for another prototype of this
+folder (session 16: fitted_gp). The code replayed is TUNER_ROOT's (a checkout, with
 doubling_density.patch applied for that prototype), this repository's by default. Lines already
 in OUT are skipped."""
 import concurrent.futures
@@ -20,11 +21,12 @@ sys.path[:0] = [str(CODE / "bench"), str(CODE), str(HERE)]
 
 
 def work(path: str, name: str, spec: dict, seed: int, evaluations: int) -> dict:
-    import adaptive_moves
+    import importlib
+
     import replay_experiment
 
-    if spec.get("adaptive"):
-        adaptive_moves.install()
+    if spec.get("adaptive") or spec.get("install"):
+        importlib.import_module(spec.get("install", "adaptive_moves")).install()
     replay_experiment.CANDIDATES[name] = dict(spec["constants"])
     row = replay_experiment._run(path, "candidate", name, seed, evaluations)
     row["space"] = Path(path).name
