@@ -30,9 +30,10 @@ def main() -> None:
     header = {**provenance("python bench/space_sizes.py", "CPU (no GPU needed)"), "commit": _commit()}
     for backend in BACKENDS.values():
         for dtype in backend.precisions():
-            shown = subprocess.run([sys.executable, "-m", "tuner", "space", "--backend", backend.name, "--dtype", dtype],
-                                   cwd=ROOT, capture_output=True, text=True, check=True).stdout
-            lines = [f"# {json.dumps(header)}", f"$ tuner space --backend {backend.name} --dtype {dtype}", shown.rstrip()]
+            command = ["tuner", "space", "--backend", backend.name, "--dtype", dtype]
+            shown = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True,
+                                   check=True).stdout
+            lines = [f"# {json.dumps(header)}", f"$ {' '.join(command)}", shown.rstrip()]
             space = Space.of(backend, dtype)
             if not space.precision.tensor_cores:
                 lines.append(f"distinct PTX: {len(_groups(space, 0, []))}")

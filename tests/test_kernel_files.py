@@ -131,6 +131,20 @@ def test_new_directories_are_private(kernels):
     assert (directory / "__pycache__").stat().st_mode & 0o777 == 0o700
 
 
+def test_under_a_permissive_umask_the_folders_tuner_makes_are_private(kernels, tmp_path, monkeypatch):
+    """Under umask 002 (many Linux users' default) a cache folder made with the umask's 775 would
+    make the kernel directory below it unsafe, on this run and every later one."""
+    monkeypatch.delenv("TUNER_KERNEL_DIR")
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path / "new" / "cache"))
+    previous = os.umask(0o002)
+    try:
+        _product_is_right()
+    finally:
+        os.umask(previous)
+    for folder in (tmp_path / "new", tmp_path / "new" / "cache", tmp_path / "new" / "cache" / "kernels"):
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
+
+
 def test_a_full_disk_names_the_file_and_leaves_no_temporary_file(kernels, monkeypatch):
     directory, path, source = kernels
 

@@ -66,10 +66,19 @@ def record_path(root: Path, device_slug: str, stem: str) -> Path:
     return root / "records" / device_slug / f"{stem}.json"
 
 
+def make_dirs(directory: Path) -> None:
+    """Create `directory` and each missing folder above it with mode 700, whatever the umask (a
+    folder of 775 would make the kernel directory below it unsafe: kernel.private_dir)."""
+    for folder in reversed(directory.parents):
+        if not folder.exists():
+            folder.mkdir(mode=0o700, exist_ok=True)
+    directory.mkdir(mode=0o700, exist_ok=True)
+
+
 @contextlib.contextmanager
 def locked(path: Path):
     """An exclusive lock on `path`'s companion .lock file, held for the block."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     with open(path.with_suffix(".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

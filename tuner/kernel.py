@@ -52,7 +52,7 @@ def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR) -> Path:
     """`directory`, created with mode 700 if new, once checked to be a real directory that no
     other user can write; UnsafeKernelDirectory saying what is wrong and `remedy` otherwise."""
     try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        cache.make_dirs(directory)
         info = os.lstat(directory)
     except FileExistsError:
         raise UnsafeKernelDirectory(f"{directory} exists and is not a directory; {remedy}") from None

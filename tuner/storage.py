@@ -27,6 +27,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from . import journal
+from .cache import make_dirs
 from .locks import AdvisoryLock, FileLock, NoLock, ReadOnlyLock
 from .trials import MEASURE, SPENT, Decision, config_key, is_measured
 
@@ -141,7 +142,7 @@ class SharedStorage:
         else:
             path = Path(url) if url else default
             if not url:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                make_dirs(path.parent)
             journal.check(path, str(path))
             append_lock = FileLock(path.with_name(path.name + ".flock"))
             with append_lock.held(str(path)):
