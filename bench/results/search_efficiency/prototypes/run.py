@@ -5,7 +5,7 @@
 SPACES: comma-separated names of ../shared/data files without `benchmark_hub_` and `.json.gz`.
 VARIANTS: JSON, name -> {"constants": {tuner/sampler.py's constants}}, with "adaptive": true to
 install adaptive_moves.py over the sampler, or "install": MODULE for another prototype of this
-folder (session 16: fitted_gp). The code replayed is TUNER_ROOT's (a checkout, with
+folder (session 16: fitted_gp, ordinal_tpe). The code replayed is TUNER_ROOT's (a checkout, with
 doubling_density.patch applied for that prototype), this repository's by default. Lines already
 in OUT are skipped."""
 import concurrent.futures
