@@ -182,6 +182,8 @@ BAD = {
                                      r"alpha=1e\+300 overflows float32, the precision this product is computed in"),
     "a beta no float can hold": ((F32, F32.T), {"out": np.zeros((4, 4), np.float32), "beta": 10 ** 400}, ValueError,
                                  r"beta=10000000000000000000\.\.\. overflows float32"),
+    "a precision that is not a name": ((F32, F32.T), {"precision": ["tf32"]}, TypeError,
+                                       r"precision must be a name, not \['tf32'\]; for float32 matrices choose"),
     "too large for the simulator": ((np.ones((256, 256), np.float32), np.ones((256, 256), np.float32)), {}, ValueError,
                                     "256x256x256 is too large for the simulator.*; run it on a GPU, or with smaller"),
 }
@@ -191,6 +193,15 @@ BAD = {
 def test_bad_input_is_a_clear_exception(operands, keywords, error, message):
     with pytest.raises(error, match=message):
         tuner.matmul(*operands, **keywords)
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).max < np.longdouble("1e400"),
+                    reason="this platform's long double is float64")
+def test_a_long_double_alpha_beyond_float64_is_refused_not_turned_into_infinity():
+    F64 = F32.astype(np.float64)
+    with pytest.raises(ValueError, match=r"overflows float64, the precision this product is computed in; scale A or "
+                                         r"B instead$"):
+        tuner.matmul(F64, F64.T, alpha=np.longdouble("1e400"))
 
 
 def test_array_interface_exporters_are_used_in_place():

@@ -50,6 +50,13 @@ OTHER_SOFTWARE = dataclasses.replace(HERE, driver="another",
                                      software={**HERE.software, "numba": "0.1", "templates": "x"})
 
 
+def test_sizes_computed_with_numpy_are_taken(cache_dir):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tuner.UntunedWarning)
+        kernel = tuner.get_kernel(np.int64(8), np.prod([3, 3]), 10)
+    assert kernel.problem.key == "float32-8x9x10" and type(kernel.problem.m) is int
+
+
 def test_records_of_other_gpu_models_are_never_used(cache_dir):
     _store(cache_dir, H100, Problem(16, 16, 16), [(SMALL, 9000.0)])
     with pytest.warns(tuner.UntunedWarning, match="tuner search"):

@@ -104,6 +104,9 @@ def _precision(runtime: Runtime, dtype: str, precision: str | None) -> str:
     if precision is None:
         return dtype
     taken = [name for name in runtime.backend.precisions() if PRECISIONS[name].input == dtype]
+    if not isinstance(precision, str):
+        raise TypeError(f"precision must be a name, not {precision!r}; for {dtype} matrices choose one of: "
+                        f"{', '.join(taken)}")
     if precision not in PRECISIONS:
         raise ValueError(f"precision={precision!r} is not one tuner knows; for {dtype} matrices choose one of: "
                          f"{', '.join(taken)}")
@@ -144,8 +147,9 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     for name, scalar in (("alpha", alpha), ("beta", beta)):
         if not _representable(scalar, accumulate):
             shown = repr(scalar) if len(repr(scalar)) <= 24 else repr(scalar)[:20] + "..."
+            wider = "" if accumulate is np.float64 else ", or use float64 matrices"
             raise ValueError(f"{name}={shown} overflows {accumulate.__name__}, the precision this product is "
-                             f"computed in; scale A or B instead, or use float64 matrices")
+                             f"computed in; scale A or B instead{wider}")
     output = np.dtype(PRECISIONS[dtype].output)
     C = None if out is None else _check_out(runtime, out, c_shape, output)
     if out is None and beta != 0:
@@ -186,6 +190,8 @@ def _representable(scalar, accumulate) -> bool:
     try:
         value = float(scalar)
     except OverflowError:  # an integer beyond every float
+        return False
+    if math.isinf(value) and scalar != value:  # a wider float (np.longdouble) beyond every float64
         return False
     with np.errstate(over="ignore"):
         return not np.isfinite(value) or bool(np.isfinite(accumulate(value)))

@@ -9,6 +9,7 @@ Numba's on-disk cache (`cache=True`), once per machine. A record of another GPU 
 used. With nothing tuned for this model, a default configuration runs, after one warning that
 names the command to tune it.
 """
+import numbers
 import threading
 import warnings
 from collections import OrderedDict
@@ -233,6 +234,7 @@ def get_kernel(m: int, n: int, k: int, dtype: str = "float32", *, backend: str |
     """
     library = _library(backend, cache_dir)
     dtype = _dtype_name(dtype)
+    m, n, k = (int(size) if isinstance(size, numbers.Integral) else size for size in (m, n, k))  # NumPy's too
     space = Space.of(library.runtime.backend, dtype)  # a clear error for a dtype the backend lacks
     lacks = library.runtime.lacks(space.precision)
     if lacks:
