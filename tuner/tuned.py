@@ -234,7 +234,8 @@ def get_kernel(m: int, n: int, k: int, dtype: str = "float32", *, backend: str |
     """
     library = _library(backend, cache_dir)
     dtype = _dtype_name(dtype)
-    m, n, k = (int(size) if isinstance(size, numbers.Integral) else size for size in (m, n, k))  # NumPy's too
+    m, n, k = (int(size) if isinstance(size, numbers.Integral) and not isinstance(size, bool) else size
+               for size in (m, n, k))  # NumPy's integers too; Problem refuses the rest in one line
     space = Space.of(library.runtime.backend, dtype)  # a clear error for a dtype the backend lacks
     lacks = library.runtime.lacks(space.precision)
     if lacks:
