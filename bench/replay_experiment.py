@@ -72,7 +72,10 @@ CANDIDATES = {**{f"global share {share}": {**PLAIN, "GLOBAL_SHARE": share} for s
                "TURN_GP_SHARE": 0.25},
               "TPE first 50, wide share 0.1, stalled 20 GP share 0.5, turn GP share 0.25":
               {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": 0.1, "TURN_GP_SHARE": 0.25,
-               "STALLED_AFTER": 20, "STALLED_GP_SHARE": 0.5}}
+               "STALLED_AFTER": 20, "STALLED_GP_SHARE": 0.5},
+              "TPE first 50, wide share 0.1, stalled 20 GP share 0.5":
+              {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": 0.1, "STALLED_AFTER": 20,
+               "STALLED_GP_SHARE": 0.5}}
 BASELINES = ("tpe", "random")
 
 
