@@ -79,12 +79,14 @@ def test_three_workers_share_one_study_and_survive_a_killed_one(tmp_path, reques
     assert len(measured) == BUDGET
     assert len({json.dumps(t.params, sort_keys=True) for t in measured}) == BUDGET
     assert not [t for t in trials if t.state.name == "RUNNING"]
-    # The killed worker's trial failed, was queued again with its configuration, and answered.
+    # The killed worker's trial failed and was queued again with its configuration: answered, or left
+    # queued for the study's next run where the others' trials filled the budget while it was being
+    # found dead (a heartbeat's grace of 8 s, in which a loaded machine's workers may measure the rest).
     dead = trials[trial_number]
     assert dead.state.name == "FAIL"
     [retried] = [t for t in trials if t.system_attrs.get("failed_trial") == trial_number]
-    assert retried.params == dead.params and retried.state.name == "COMPLETE"
-    assert retried.user_attrs["kind"] in ("measured", "duplicate")
+    assert retried.params == dead.params and retried.state.name in ("COMPLETE", "WAITING")
+    assert retried.state.name == "WAITING" or retried.user_attrs["kind"] in ("measured", "duplicate")
     # Every worker that finished wrote the same record: one file, the study's best.
     [path] = cache.record_paths(tmp_path)
     record = cache.read_record(path)
