@@ -120,12 +120,14 @@ def test_failures_are_counted_by_status_and_by_rule():
     trials = [trial(kind="invalid", reasons=["unroll_k=16 does not divide block_k=8", "256 threads per block"]),
               trial(kind="invalid", reasons=["unroll_k=32 does not divide block_k=16"]),
               trial(kind="invalid", reasons=[], pruned=["the 8x2 register tile is elongated beyond 2:1"]),
+              trial(kind="invalid", reasons=["pad=3 is for vector fragments; use pad 0 or 1"]),
               trial(kind="measured", measurement={"status": "wrong", "reason": "relative error 0.5 over 1e-4"}),
               trial(kind="measured", measurement={"status": "ok", "reason": ""}),
               trial(kind="duplicate", duplicate_of=0)]
     assert failure_reasons(trials) == {"invalid: unroll_k=N does not divide block_k=N": 2,
                                        "invalid: N threads per block": 1, "wrong: relative error N over Ne-N": 1,
-                                       "pruned: the NxN register tile is elongated beyond N:N": 1}
+                                       "pruned: the NxN register tile is elongated beyond N:N": 1,
+                                       "invalid: pad=N is for vector fragments; use pad 0 or 1": 1}
 
 
 def test_a_study_of_one_variant_is_drawn_without_matplotlib_warnings(tmp_path, capsys):

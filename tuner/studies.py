@@ -18,9 +18,11 @@ from .trials import Kind, kind, passed
 
 
 def _rule(reason: str) -> str:
-    """A reason with its numbers replaced by N, so that one rule broken with different sizes
-    counts as one; cut to a line's length."""
-    text = re.sub(r"\d+(\.\d+)?", "N", reason.strip().splitlines()[0] if reason.strip() else "no reason given")
+    """A reason with the numbers of what it found replaced by N, so that one rule broken with
+    different sizes counts as one, and its advice (after "; ") kept as written; cut to a line's length."""
+    line = reason.strip().splitlines()[0] if reason.strip() else "no reason given"
+    finding, advice = line.partition("; ")[::2]
+    text = re.sub(r"\d+(\.\d+)?", "N", finding) + (f"; {advice}" if advice else "")
     return text if len(text) <= 90 else text[:87] + "..."
 
 
