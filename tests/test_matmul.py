@@ -63,6 +63,15 @@ def test_alpha_and_beta_scale_into_out():
     _close(C, _expected(A, B, 2.0, -0.5, before), "float64")
 
 
+@pytest.mark.parametrize("alpha, beta", [(np.True_, np.float32(-0.5)), (np.array(2.0), np.array(-1)),
+                                         (np.int64(3), np.uint8(1))], ids=["numpy bool", "0-d arrays", "numpy ints"])
+def test_alpha_and_beta_take_numpy_scalars_as_numpy_does(alpha, beta):
+    A, B = _operands(4, 5, 6, "float64")
+    C = np.ones((4, 5))
+    tuner.matmul(A, B, C, alpha=alpha, beta=beta)
+    _close(C, _expected(A, B, float(alpha), float(beta), np.ones((4, 5))), "float64")
+
+
 def test_device_operands_give_device_results_in_place():
     A, B = _operands(5, 6, 7)
     result = tuner.matmul(cuda.to_device(A), cuda.to_device(B))
@@ -170,6 +179,8 @@ BAD = {
     "read-only out": ((F32, F32.T), {"out": np.broadcast_to(np.float32(0), (4, 4))}, ValueError, "read-only"),
     "beta without out": ((F32, F32.T), {"beta": 1.0}, ValueError, "pass C as out="),
     "a complex alpha": ((F32, F32.T), {"alpha": 1j}, TypeError, "alpha must be a real number"),
+    "an alpha of one element": ((F32, F32.T), {"alpha": np.array([2.0])}, TypeError,
+                                "alpha must be a real number, not ndarray"),
     "too large for the device": ((np.broadcast_to(np.float32(1), (300_000, 300_000)),
                                   np.broadcast_to(np.float32(1), (300_000, 2))), {}, MemoryError,
                                  "split it into smaller products"),

@@ -40,6 +40,8 @@ class Call:
     dtype: str
     out: object  # what the caller passed as out, if anything
     model: object  # the caller's first device operand, whose kind a new result takes; None for NumPy
+    alpha: float
+    beta: float
     stream: object = 0  # the exporter's stream, so that the caller's later work is ordered after ours
 
     def result(self):
@@ -131,9 +133,7 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     TypeError or ValueError for operands NumPy would refuse or the kernels do not take, and
     MemoryError when the device has no room for them; never a launch on bad operands.
     """
-    for name, scalar in (("alpha", alpha), ("beta", beta)):
-        if not isinstance(scalar, numbers.Real):
-            raise TypeError(f"{name} must be a real number, not {type(scalar).__name__}")
+    alpha, beta = _real("alpha", alpha), _real("beta", beta)
     model = next((array for array in (out, A, B) if array is not None and is_device(array)), None)
     A, B = _matrix(runtime, A, "A"), _matrix(runtime, B, "B")
     native = [np.dtype(array.dtype).newbyteorder("=") for array in (A, B)]
@@ -170,7 +170,17 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     else:
         C = runtime.module.device_array(c_shape, dtype=output)
     stream = next((array.stream for array in (C, A, B) if getattr(array, "stream", 0)), 0)
-    return Call(A, B, C, family, sizes, dtype, out, model, stream)
+    return Call(A, B, C, family, sizes, dtype, out, model, float(alpha), float(beta), stream)
+
+
+def _real(name: str, scalar):
+    """`scalar` if it is a real number as NumPy takes one (a Python or NumPy number or bool, or a
+    0-d array of one), as a scalar; TypeError otherwise."""
+    if isinstance(scalar, (np.ndarray, np.generic)) and scalar.ndim == 0 and scalar.dtype.kind in "biuf":
+        return scalar[()]
+    if not isinstance(scalar, numbers.Real):
+        raise TypeError(f"{name} must be a real number, not {type(scalar).__name__}")
+    return scalar
 
 
 def stack_of_one(matrix):
