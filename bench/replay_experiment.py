@@ -7,7 +7,7 @@ Kernel Tuner's strategies on every recorded space (docs/search.md).
 Every file in ../shared/data is a space. Raw runs are appended to OUTDIR (default
 bench/results/search_efficiency), and runs already there are skipped, so an interrupted
 experiment continues:
-- candidates-<space>.jsonl.gz: each candidate default (the `local` sampler with the constants in
+- candidates-<space>.jsonl.gz: each candidate default (the `local` sampler with the options in
   CANDIDATES: the shares of global moves, wide local moves, TPE's proposals and Gaussian-process
   moves, after TPE's turn (and after a stall) and in it, doubling moves on or off, how many
   configurations offer their neighbours, and how many measured configurations Optuna's TPE
@@ -42,40 +42,40 @@ from kernel_tuner_strategies import STRATEGIES
 from provenance import provenance
 
 from tuner import recorded
-from tuner import sampler as module
 from tuner.replay import replay
+from tuner.sampler import Options
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGETS = (25, 50, 100, 200, 400)
-PLAIN = {"WIDE_SHARE": 0.0, "TPE_SHARE": 0.0, "DOUBLING": False, "EXPANDED": 2, "TPE_FIRST": 0, "GP_SHARE": 0.0,
-         "TURN_GP_SHARE": 0.0, "STALLED_AFTER": 0}
-CANDIDATES = {**{f"global share {share}": {**PLAIN, "GLOBAL_SHARE": share} for share in (0.1, 0.25, 0.5, 0.75)},
-              **{f"global share 0.25, wide share {wide}": {**PLAIN, "GLOBAL_SHARE": 0.25, "WIDE_SHARE": wide}
+PLAIN = {"wide_share": 0.0, "tpe_share": 0.0, "doubling": False, "expanded": 2, "tpe_first": 0, "gp_share": 0.0,
+         "turn_gp_share": 0.0, "stalled_after": 0}
+CANDIDATES = {**{f"global share {share}": {**PLAIN, "global_share": share} for share in (0.1, 0.25, 0.5, 0.75)},
+              **{f"global share 0.25, wide share {wide}": {**PLAIN, "global_share": 0.25, "wide_share": wide}
                  for wide in (0.05, 0.1, 0.25)},
-              "doubling": {**PLAIN, "GLOBAL_SHARE": 0.25, "DOUBLING": True},
-              "doubling, wide share 0.1": {**PLAIN, "GLOBAL_SHARE": 0.25, "DOUBLING": True, "WIDE_SHARE": 0.1},
-              "doubling, TPE share 0.5": {**PLAIN, "GLOBAL_SHARE": 0.25, "DOUBLING": True, "TPE_SHARE": 0.5},
-              "doubling, one expanded": {**PLAIN, "GLOBAL_SHARE": 0.25, "DOUBLING": True, "EXPANDED": 1},
-              **{f"TPE first {first}, doubling": {**PLAIN, "GLOBAL_SHARE": 0.25, "DOUBLING": True, "TPE_FIRST": first}
+              "doubling": {**PLAIN, "global_share": 0.25, "doubling": True},
+              "doubling, wide share 0.1": {**PLAIN, "global_share": 0.25, "doubling": True, "wide_share": 0.1},
+              "doubling, TPE share 0.5": {**PLAIN, "global_share": 0.25, "doubling": True, "tpe_share": 0.5},
+              "doubling, one expanded": {**PLAIN, "global_share": 0.25, "doubling": True, "expanded": 1},
+              **{f"TPE first {first}, doubling": {**PLAIN, "global_share": 0.25, "doubling": True, "tpe_first": first}
                  for first in (25, 50)},
-              "TPE first 50": {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50},
+              "TPE first 50": {**PLAIN, "global_share": 0.25, "tpe_first": 50},
               **{f"TPE first 50, wide share {wide}":
-                 {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": wide} for wide in (0.05, 0.1)},
+                 {**PLAIN, "global_share": 0.25, "tpe_first": 50, "wide_share": wide} for wide in (0.05, 0.1)},
               **{f"TPE first 50, wide share 0.1, GP share {share}":
-                 {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": 0.1, "GP_SHARE": share}
+                 {**PLAIN, "global_share": 0.25, "tpe_first": 50, "wide_share": 0.1, "gp_share": share}
                  for share in (0.1, 0.25, 0.5)},
               "TPE first 50, wide share 0.1, GP share 0.25, turn GP share 0.25":
-              {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": 0.1, "GP_SHARE": 0.25,
-               "TURN_GP_SHARE": 0.25},
+              {**PLAIN, "global_share": 0.25, "tpe_first": 50, "wide_share": 0.1, "gp_share": 0.25,
+               "turn_gp_share": 0.25},
               "TPE first 50, doubling, wide share 0.1, GP share 0.25, turn GP share 0.25":
-              {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "DOUBLING": True, "WIDE_SHARE": 0.1, "GP_SHARE": 0.25,
-               "TURN_GP_SHARE": 0.25},
+              {**PLAIN, "global_share": 0.25, "tpe_first": 50, "doubling": True, "wide_share": 0.1, "gp_share": 0.25,
+               "turn_gp_share": 0.25},
               "TPE first 50, wide share 0.1, stalled 20 GP share 0.5, turn GP share 0.25":
-              {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": 0.1, "TURN_GP_SHARE": 0.25,
-               "STALLED_AFTER": 20, "STALLED_GP_SHARE": 0.5},
+              {**PLAIN, "global_share": 0.25, "tpe_first": 50, "wide_share": 0.1, "turn_gp_share": 0.25,
+               "stalled_after": 20, "stalled_gp_share": 0.5},
               "TPE first 50, wide share 0.1, stalled 20 GP share 0.5":
-              {**PLAIN, "GLOBAL_SHARE": 0.25, "TPE_FIRST": 50, "WIDE_SHARE": 0.1, "STALLED_AFTER": 20,
-               "STALLED_GP_SHARE": 0.5}}
+              {**PLAIN, "global_share": 0.25, "tpe_first": 50, "wide_share": 0.1, "stalled_after": 20,
+               "stalled_gp_share": 0.5}}
 BASELINES = ("tpe", "random")
 
 
@@ -89,16 +89,11 @@ def _space(path: str) -> recorded.RecordedSpace:
 
 
 def _run(path: str, kind: str, name: str, seed: int, evaluations: int) -> dict:
-    """One replay: a candidate (the local sampler with its constants) or an Optuna sampler."""
-    changes = CANDIDATES.get(name, {}) if kind == "candidate" else {}
-    saved = {key: getattr(module, key) for key in changes}
-    for key, value in changes.items():
-        setattr(module, key, value)
-    try:
-        run = replay(_space(path), evaluations, "local" if kind == "candidate" else name, seed)
-    finally:
-        for key, value in saved.items():
-            setattr(module, key, value)
+    """One replay: a candidate (the local sampler with its options) or an Optuna sampler."""
+    if kind == "candidate":
+        run = replay(_space(path), evaluations, "local", seed, options=Options(**CANDIDATES[name]))
+    else:
+        run = replay(_space(path), evaluations, name, seed)
     key = "candidate" if kind == "candidate" else "sampler"
     return {key: name, "seed": seed, "evaluations": evaluations,
             "best_ms": [seconds * 1e3 if seconds != float("inf") else None for seconds in run.best_seconds]}

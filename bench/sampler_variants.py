@@ -3,8 +3,8 @@ the experiment's (100-129), so that the choice was not made on the seeds it is j
 
     python bench/sampler_variants.py > bench/results/search_efficiency/sampler_variants.json
 
-Each variant changes one thing in the default sampler (a constant of tuner/sampler.py or
-tuner/preference.py, or the neighbours of tuner/grid.py) for the length of its runs; the line
+Each variant changes one thing in the default sampler (an option of tuner/sampler.py, a constant
+of tuner/preference.py, or the neighbours of tuner/grid.py) for the length of its runs; the line
 gives the mean fraction of the optimum after 25, 50, 100 and 200 evaluations on each dataset in
 ../shared/data. The local moves it varies are those of the time (BASE); the committed
 sampler_variants.json was made at commit 2a4b9e50, whose sampler differs from today's.
@@ -17,7 +17,7 @@ from pathlib import Path
 from provenance import provenance
 
 from tuner import preference, recorded, replay
-from tuner import sampler as module
+from tuner.sampler import Options
 from tuner.grid import Grid
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,46 +43,42 @@ def any_value_moves(self, point: tuple, wide: bool, doubling: bool = False) -> l
 
 original_neighbours = Grid.neighbours
 # The default of the time, local moves only, which each variant changes.
-BASE = {"TPE_FIRST": 0, "DOUBLING": False, "GLOBAL_SHARE": 0.0, "WIDE_SHARE": 0.0, "TPE_SHARE": 0.0,
-        "GP_SHARE": 0.0, "TURN_GP_SHARE": 0.0, "STALLED_AFTER": 0}
+BASE = {"tpe_first": 0, "doubling": False, "global_share": 0.0, "wide_share": 0.0, "tpe_share": 0.0,
+        "gp_share": 0.0, "turn_gp_share": 0.0, "stalled_after": 0}
+# Each variant: the sampler's options it changes, and the code it patches (module or class, name, value).
 VARIANTS = {
-    "default": {},
-    "EXPANDED=1": {"EXPANDED": 1},
-    "EXPANDED=3": {"EXPANDED": 3},
-    "EXPANDED=5": {"EXPANDED": 5},
-    "STARTUP=5": {"STARTUP": 5},
-    "STARTUP=15": {"STARTUP": 15},
-    "GOOD_FRACTION=0.15": {"GOOD_FRACTION": 0.15},
-    "GOOD_FRACTION=0.35": {"GOOD_FRACTION": 0.35},
-    "NOISE=0": {"NOISE": 0.0},
-    "NOISE=1": {"NOISE": 1.0},
-    "two-parameter moves": {"neighbours": two_parameter_moves},
-    "any-value moves": {"neighbours": any_value_moves},
+    "default": ({}, []),
+    "EXPANDED=1": ({"expanded": 1}, []),
+    "EXPANDED=3": ({"expanded": 3}, []),
+    "EXPANDED=5": ({"expanded": 5}, []),
+    "STARTUP=5": ({"startup": 5}, []),
+    "STARTUP=15": ({"startup": 15}, []),
+    "GOOD_FRACTION=0.15": ({}, [(preference, "GOOD_FRACTION", 0.15)]),
+    "GOOD_FRACTION=0.35": ({}, [(preference, "GOOD_FRACTION", 0.35)]),
+    "NOISE=0": ({"noise": 0.0}, []),
+    "NOISE=1": ({"noise": 1.0}, []),
+    "two-parameter moves": ({}, [(Grid, "neighbours", two_parameter_moves)]),
+    "any-value moves": ({}, [(Grid, "neighbours", any_value_moves)]),
 }
-
-
-def _home(key: str):
-    """Where the thing a variant changes lives."""
-    return {"neighbours": Grid, "GOOD_FRACTION": preference}.get(key, module)
 
 
 def main() -> None:
     spaces = {path.name: recorded.load(path) for path in sorted((ROOT.parent / "shared" / "data").glob("*.json.gz"))}
     results = {}
-    for name, variant in VARIANTS.items():
-        changes = {**BASE, **variant}
-        saved = {key: getattr(_home(key), key) for key in changes}
-        for key, value in changes.items():
-            setattr(_home(key), key, value)
+    for name, (changes, patches) in VARIANTS.items():
+        options = Options(**{**BASE, **changes})
+        saved = [(home, key, getattr(home, key)) for home, key, _ in patches]
+        for home, key, value in patches:
+            setattr(home, key, value)
         try:
             results[name] = {}
             for dataset, space in spaces.items():
-                runs = [replay.replay(space, max(BUDGETS), "local", seed) for seed in SEEDS]
+                runs = [replay.replay(space, max(BUDGETS), "local", seed, options=options) for seed in SEEDS]
                 results[name][dataset] = {budget: statistics.fmean(run.fraction(space.optimum, budget) for run in runs)
                                           for budget in BUDGETS}
         finally:
-            for key, value in saved.items():
-                setattr(_home(key), key, value)
+            for home, key, value in saved:
+                setattr(home, key, value)
         rounded = {dataset: [round(value, 3) for value in cells.values()] for dataset, cells in results[name].items()}
         print(name, rounded, file=sys.stderr, flush=True)
     print(json.dumps({**provenance("python bench/sampler_variants.py", "CPU (replay of recorded measurements)"),

@@ -10,12 +10,11 @@ import pytest
 
 from tuner import recorded
 from tuner.backends import get_backend
-from tuner import sampler as sampler_module
 from tuner.cli import main
 from tuner.config import Config
 from tuner.gaussian_process import expected_improvement
 from tuner.replay import replay, summarize
-from tuner.sampler import LocalSearchSampler
+from tuner.sampler import LocalSearchSampler, Options
 from tuner.space import Space
 from tuner.trials import answer, suggest
 
@@ -161,26 +160,22 @@ def _new_valid_suggestions(study, space, trials: int) -> list:
     return seen
 
 
-def test_the_local_search_suggests_only_new_valid_configurations_and_finds_the_optimum(space_file, monkeypatch):
-    monkeypatch.setattr(sampler_module, "TPE_FIRST", 0)  # TPE's turn may repeat, and is tested below
+def test_the_local_search_suggests_only_new_valid_configurations_and_finds_the_optimum(space_file):
     space = recorded.load(space_file)
     for seed in range(5):
         study = optuna.create_study(direction="maximize", sampler=LocalSearchSampler(
-            DOMAINS, lambda values: values in space.results, seed))
+            DOMAINS, lambda values: values in space.results, seed, Options(tpe_first=0)))  # TPE's turn: below
         seen = _new_valid_suggestions(study, space, 60)
         # Random search would find it within 60 of the 432 valid configurations one time in seven.
         assert BEST in seen, f"seed {seed}"
 
 
-@pytest.mark.parametrize("moves", [{"GLOBAL_SHARE": 1.0}, {"GLOBAL_SHARE": 0.0, "WIDE_SHARE": 1.0}, {"GP_SHARE": 1.0}],
+@pytest.mark.parametrize("moves", [{"global_share": 1.0}, {"global_share": 0.0, "wide_share": 1.0}, {"gp_share": 1.0}],
                          ids=["global", "wide local", "gaussian process"])
-def test_each_kind_of_move_alone_finds_the_optimum_without_repeating_or_leaving_the_valid_space(space_file, moves,
-                                                                                               monkeypatch):
-    for name, share in moves.items():
-        monkeypatch.setattr(sampler_module, name, share)
+def test_each_kind_of_move_alone_finds_the_optimum_without_repeating_or_leaving_the_valid_space(space_file, moves):
     space = recorded.load(space_file)
     for seed in range(5):
-        run = replay(space, 60, "local", seed)
+        run = replay(space, 60, "local", seed, options=Options(**moves))
         assert len(run.best_seconds) == 60  # the replay counts only new recorded configurations
         # Random search would find the optimum within 60 of the 432 valid configurations one time in seven.
         assert run.fraction(space.optimum) == 1.0, f"seed {seed}"
@@ -199,13 +194,12 @@ def test_expected_improvement_favours_the_best_region_and_depends_only_on_the_or
 
 def test_a_gaussian_process_move_is_fitted_to_at_most_gp_points_of_the_best_that_succeeded(space_file, monkeypatch):
     space = recorded.load(space_file)
-    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
+    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0, Options(gp_points=3))
     ranked = np.array([(4, 2, 1, 2), (0, 0, 0, 0), (1, 1, 1, 1), (2, 2, 0, 1)])  # best first
     assert sampler._gaussian_process(ranked[:3], np.array([-1.0, -2.0, -np.inf]), set()) == []
     fitted = []
-    monkeypatch.setattr(sampler_module, "expected_improvement",
+    monkeypatch.setattr("tuner.sampler.expected_improvement",
                         lambda points, *rest: fitted.append(len(points)) or expected_improvement(points, *rest))
-    monkeypatch.setattr(sampler_module, "GP_POINTS", 3)
     (suggestion,) = sampler._gaussian_process(ranked, np.array([-1.0, -2.0, -3.0, -4.0]), set(map(tuple, ranked)))
     assert fitted == [3] and sampler.grid.valid(suggestion) and suggestion not in set(map(tuple, ranked))
 
@@ -222,34 +216,31 @@ def test_a_wide_neighbour_differs_in_one_parameter_by_any_value_and_a_near_one_b
 
 
 @pytest.mark.parametrize("doubling", [True, False])
-def test_a_near_neighbour_may_double_or_halve_a_numeric_value_when_doubling_is_on(doubling, monkeypatch):
-    monkeypatch.setattr(sampler_module, "DOUBLING", doubling)
+def test_a_near_neighbour_may_double_or_halve_a_numeric_value_when_doubling_is_on(doubling):
     domains = {"x": (16, 32, 48, 64, 96), "flag": (0, 1)}
     point = (1, 0)  # positions of (32, 0): doubling adds 64, whose position is 3
     one_step = {(0, 0), (2, 0), (1, 1)}
-    sampler = LocalSearchSampler(domains, lambda values: True, 0)
+    sampler = LocalSearchSampler(domains, lambda values: True, 0, Options(doubling=doubling))
     assert set(sampler._neighbourhood(np.array([point]), set(), wide=False)) == (
         one_step | {(3, 0)} if doubling else one_step)
 
 
 def test_tpe_moves_suggest_only_new_valid_configurations(space_file, monkeypatch):
-    monkeypatch.setattr(sampler_module, "TPE_FIRST", 0)
-    monkeypatch.setattr(sampler_module, "TPE_SHARE", 1.0)
     space = recorded.load(space_file)
-    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
+    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0,
+                                 Options(tpe_first=0, tpe_share=1.0))
     proposals, tpe = [], sampler._tpe
     monkeypatch.setattr(sampler, "_tpe", lambda *args: proposals.append(tpe(*args)) or proposals[-1])
     study = optuna.create_study(direction="maximize", sampler=sampler)
     _new_valid_suggestions(study, space, 60)
     taken = [proposal for proposal in proposals if proposal is not None]
-    assert len(proposals) == 60 - sampler_module.STARTUP and len(taken) > len(proposals) / 2
+    assert len(proposals) == 60 - sampler.options.startup and len(taken) > len(proposals) / 2
 
 
 def test_tpe_chooses_until_tpe_first_are_measured_and_then_only_new_valid_configurations_follow(space_file,
                                                                                                 monkeypatch):
-    monkeypatch.setattr(sampler_module, "TPE_FIRST", 20)
     space = recorded.load(space_file)
-    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
+    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0, Options(tpe_first=20))
     tpe, asked_tpe = sampler._tpe_sampler(), []
     original = tpe.sample_relative
     monkeypatch.setattr(tpe, "sample_relative", lambda study, trial, search_space: asked_tpe.append(trial.number)
@@ -277,9 +268,8 @@ def test_tpe_chooses_until_tpe_first_are_measured_and_then_only_new_valid_config
 
 def test_gaussian_process_moves_in_tpe_turn_follow_its_random_start_and_suggest_only_new_valid_ones(space_file,
                                                                                                   monkeypatch):
-    monkeypatch.setattr(sampler_module, "TURN_GP_SHARE", 1.0)
     space = recorded.load(space_file)
-    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
+    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0, Options(turn_gp_share=1.0))
     evaluated_then, gaussian = [], sampler._gaussian_process
     monkeypatch.setattr(sampler, "_gaussian_process", lambda ranked, values, seen: evaluated_then.append(len(ranked))
                         or gaussian(ranked, values, seen))
@@ -297,14 +287,13 @@ def test_gaussian_process_moves_in_tpe_turn_follow_its_random_start_and_suggest_
             continue
         seen.append(key)
         answer(study, trial, "measured", 1.0 / (space.results[key].seconds or float("inf")), 0.0)
-    assert min(evaluated_then) >= sampler_module.STARTUP and moves >= 25
+    assert min(evaluated_then) >= sampler.options.startup and moves >= 25
 
 
 def test_gaussian_process_moves_after_a_stall_stop_at_a_better_configuration(space_file, monkeypatch):
-    for name, value in (("TPE_FIRST", 0), ("STALLED_AFTER", 3), ("STALLED_GP_SHARE", 1.0)):
-        monkeypatch.setattr(sampler_module, name, value)
     space = recorded.load(space_file)
-    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
+    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0,
+                                 Options(tpe_first=0, stalled_after=3, stalled_gp_share=1.0))
     gaussian, calls = sampler._gaussian_process, []
     monkeypatch.setattr(sampler, "_gaussian_process", lambda *args: calls.append(None) or gaussian(*args))
     study = optuna.create_study(direction="maximize", sampler=sampler)
@@ -317,13 +306,12 @@ def test_gaussian_process_moves_after_a_stall_stop_at_a_better_configuration(spa
         answer(study, trial, "measured", {0: 100.0, 15: 200.0}.get(count, 1.0), 0.0)
     # The first is best until the 16th (a Gaussian-process move): stalled from the random start's
     # end, then again three measurements after the 16th.
-    assert [count for count, move in enumerate(moved) if move] == [*range(sampler_module.STARTUP, 16), *range(19, 24)]
+    assert [count for count, move in enumerate(moved) if move] == [*range(sampler.options.startup, 16), *range(19, 24)]
 
 
-def test_the_local_search_skips_what_other_workers_run_and_what_is_queued(space_file, monkeypatch):
-    monkeypatch.setattr(sampler_module, "TPE_FIRST", 0)
+def test_the_local_search_skips_what_other_workers_run_and_what_is_queued(space_file):
     space = recorded.load(space_file)
-    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0)
+    sampler = LocalSearchSampler(DOMAINS, lambda values: values in space.results, 0, Options(tpe_first=0))
     study = optuna.create_study(direction="maximize", sampler=sampler)
     for _ in range(12):
         trial = study.ask()
@@ -400,11 +388,10 @@ def test_a_replay_with_trials_pending_measures_each_configuration_once(space_fil
     assert replay(space, 40, sampler, seed=2, pending=0).best_seconds != run.best_seconds  # pending changes the search
 
 
-def test_tpes_turn_on_the_projects_space_is_never_stuck_on_invalid_suggestions(monkeypatch):
+def test_tpes_turn_on_the_projects_space_is_never_stuck_on_invalid_suggestions():
     """1.5% of the float32 space's product is valid: a random start drawn from the whole product
     was invalid for 663 suggestions in a row (seed 0), past the 500 after which a search stops
     (bench/results/search_efficiency/tpe_turn_first_version/unguarded_start.txt)."""
-    monkeypatch.setattr(sampler_module, "TPE_FIRST", 50)
     import numpy as np
 
     from tuner.backends import CUDA
@@ -419,9 +406,10 @@ def test_tpes_turn_on_the_projects_space_is_never_stuck_on_invalid_suggestions(m
 
     values = np.random.default_rng(0)
     for seed in range(3):
-        study = optuna.create_study(direction="maximize", sampler=LocalSearchSampler(domains, valid, seed))
+        study = optuna.create_study(direction="maximize",
+                                    sampler=LocalSearchSampler(domains, valid, seed, Options(tpe_first=50)))
         measured, in_a_row, longest = {}, 0, 0
-        while len(measured) < sampler_module.TPE_FIRST:
+        while len(measured) < 50:
             trial = study.ask()
             key = tuple(suggest(trial, domains).values())
             if valid(key) and key not in measured:

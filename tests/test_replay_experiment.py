@@ -10,6 +10,8 @@ import replay_experiment  # noqa: E402
 
 from test_replay import write_cache  # noqa: E402
 
+from tuner.sampler import Options  # noqa: E402
+
 
 @pytest.fixture
 def space(tmp_path):
@@ -46,3 +48,9 @@ def test_only_runs_missing_or_shorter_than_asked_are_run(space, tmp_path, monkey
     assert sorted(ran) == [("random", 0, 400), ("random", 1, 400), ("random", 2, 400), ("random", 3, 400),
                            ("tpe", 0, 400), ("tpe", 3, 400)]
 
+
+
+def test_the_sampler_ships_the_default_that_leave_one_space_out_picked():
+    summary = Path(__file__).resolve().parents[1] / "bench" / "results" / "search_efficiency" / "summary.json"
+    shipped = json.loads(summary.read_text())["selection"]["shipped"]
+    assert Options(**replay_experiment.CANDIDATES[shipped]) == Options(), shipped

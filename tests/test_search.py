@@ -7,12 +7,12 @@ import optuna
 import pytest
 
 import tuner.measure
-import tuner.sampler
 from tuner import cache
 from tuner.backends import CUDA, ROC
 from tuner.config import Config
 from tuner.problem import Problem
 from tuner.runtime import open_runtime
+from tuner.sampler import Options, make_sampler
 from tuner.search import Search
 from tuner.space import FLAGSHIPS, SEED
 from tuner.trials import config_key
@@ -24,6 +24,11 @@ PROBLEM = Problem(16, 16, 16, "float32")
 
 def _search(tmp_path, backend=CUDA, **options) -> Search:
     return Search(open_runtime(backend, simulate=True), PROBLEM, root=tmp_path, **options)
+
+
+def _sampler_options(monkeypatch, **options) -> None:
+    """Make the searches' `local` sampler take `options` (tuner.sampler.Options fields)."""
+    monkeypatch.setattr("tuner.search.make_sampler", lambda *args: make_sampler(*args, Options(**options)))
 
 
 def _measured(search: Search) -> list:
@@ -120,8 +125,7 @@ def test_rerunning_resumes_without_measuring_again(tmp_path):
 def test_a_search_goes_through_every_turn_of_the_default_sampler(tmp_path, monkeypatch):
     """The warm start (2), TPE's turn (2) and the local search (3), each measuring only
     configurations not measured before."""
-    monkeypatch.setattr(tuner.sampler, "STARTUP", 2)
-    monkeypatch.setattr(tuner.sampler, "TPE_FIRST", 4)
+    _sampler_options(monkeypatch, startup=2, tpe_first=4)
     search = _search(tmp_path)
     outcome = search.run(trials=7, timeout=None)
     measured = [trial.params for trial in _measured(search)]
@@ -130,7 +134,7 @@ def test_a_search_goes_through_every_turn_of_the_default_sampler(tmp_path, monke
 
 
 def test_a_repeated_suggestion_is_answered_from_the_history(tmp_path, monkeypatch):
-    monkeypatch.setattr(tuner.sampler, "TPE_FIRST", 0)  # the local search repeats nothing: one repeat, the queued one
+    _sampler_options(monkeypatch, tpe_first=0)  # the local search repeats nothing: one repeat, the queued one
     search = _search(tmp_path)
     search.run(trials=1, timeout=None)
     done = _measured(search)[0]

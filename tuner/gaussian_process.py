@@ -1,5 +1,5 @@
 """A Gaussian process's expected improvement, the model behind the local sampler's
-Gaussian-process moves (tuner/sampler.py, GP_SHARE; off in the default): numpy only, for a few
+Gaussian-process moves (tuner/sampler.py, Options.gp_share; off in the default): numpy only, for a few
 hundred evaluated points."""
 import math
 import statistics

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import optuna
 
 from .recorded import RecordedSpace
-from .sampler import make_sampler
+from .sampler import Options, make_sampler
 from .trials import MAX_UNMEASURED_IN_A_ROW, Kind, answer, suggest
 
 NEAR = 1.05  # "near the optimum": within 5% of the best recorded time
@@ -31,8 +31,10 @@ class Run:
         return next((count for count, best in enumerate(self.best_seconds, 1) if best <= target_seconds), None)
 
 
-def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int = 0, pending: int = 0) -> Run:
-    """Search `space` for `trials` evaluations, as `tuner search` would with `sampler`: invalid
+def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int = 0, pending: int = 0,
+           options: Options = Options()) -> Run:
+    """Search `space` for `trials` evaluations, as `tuner search` would with `sampler` (`local`
+    with `options`, to compare settings other than the default's): invalid
     and repeated suggestions are answered without counting (as on the device, where they are
     never measured); failed configurations count and score zero. With `pending`, each new
     suggestion waits, running, until that many later ones were asked, as with
@@ -40,7 +42,7 @@ def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     names = list(space.domains)
     study = optuna.create_study(direction="maximize", sampler=make_sampler(
-        sampler, seed, space.domains, lambda values: values in space.results))
+        sampler, seed, space.domains, lambda values: values in space.results, options))
     history, best, run = {}, float("inf"), Run([], 0.0)
     held = deque()  # (trial, key, result) asked ahead, not yet told
     unmeasured_in_a_row = 0

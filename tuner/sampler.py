@@ -8,31 +8,31 @@ own parameters. It keeps no state of its own: every suggestion is worked out fro
 study's trials, so a resumed study, or several workers on one study, go on where the study is.
 Its configurations are the points of a grid (grid.py: validity, neighbours, a pool of valid
 points); the density models of steps 3 and 4 are in preference.py, the Gaussian process of step 2
-in gaussian_process.py.
+in gaussian_process.py. The names below are fields of its `Options`.
 
-0. Until the study holds TPE_FIRST measured configurations, Optuna's multivariate TPE makes
-   every suggestion, its random start (STARTUP trials) drawn from the whole product as Optuna's
-   own; but after STALL unmeasured trials in a row (where few combinations are valid, hundreds
+0. Until the study holds tpe_first measured configurations, Optuna's multivariate TPE makes
+   every suggestion, its random start (startup trials) drawn from the whole product as Optuna's
+   own; but after stall unmeasured trials in a row (where few combinations are valid, hundreds
    could be invalid), the next is an unseen valid configuration drawn at random, and so is one
    instead of a proposal of a configuration running (whose measurement would be waited for).
    Its model of the whole space finds the promising region in few evaluations. It may suggest
    invalid or repeated configurations; a search answers them without measuring, they do not
-   count, and the steps below ignore the invalid ones. Once STARTUP configurations are
-   evaluated, a TURN_GP_SHARE of the turn's suggestions are step 2's Gaussian-process moves.
-1. With TPE_FIRST below STARTUP, until STARTUP configurations are evaluated, suggest an unseen
+   count, and the steps below ignore the invalid ones. Once startup configurations are
+   evaluated, a turn_gp_share of the turn's suggestions are step 2's Gaussian-process moves.
+1. With tpe_first below startup, until startup configurations are evaluated, suggest an unseen
    valid one at random.
-2. Then, with probability GP_SHARE (STALLED_GP_SHARE once STALLED_AFTER measured configurations
+2. Then, with probability gp_share (stalled_gp_share once stalled_after measured configurations
    in a row found nothing better), a Gaussian-process move: fit a Gaussian process (a
    Matern-3/2 kernel over the parameters' domain positions, each scaled to [0, 1]) to the normal
    scores of the evaluated configurations' ranks, and suggest, among unseen valid configurations
    (a sample of the pool of step 4, and the neighbours of step 3 of the best), the one of greatest
    expected improvement. Its smooth model of the whole space ranks configurations that no
    evaluated one neighbours, as the density models below cannot.
-3. Otherwise, with probability 1 - GLOBAL_SHARE, a local move: take the evaluated configurations
+3. Otherwise, with probability 1 - global_share, a local move: take the evaluated configurations
    best first, and the first two that have unseen neighbours (configurations that differ from
    one of them in one parameter by one step of that parameter's ordered domain: a power of two
-   up or down, a flag flipped; with DOUBLING, also twice or half a numeric value in its domain).
-   A WIDE_SHARE of the suggestions take wide neighbours instead, which differ in one parameter
+   up or down, a flag flipped; with doubling, also twice or half a numeric value in its domain).
+   A wide_share of the suggestions take wide neighbours instead, which differ in one parameter
    by any other value, so that a domain along whose order the performance is not smooth is
    crossed in one move. Among those neighbours, suggest the one a TPE-style model
    prefers: the ratio of the parameter-value densities of the best (preference.GOOD_FRACTION)
@@ -44,16 +44,17 @@ in gaussian_process.py.
    joint density keeps what the best configurations have in common together, so the search
    jumps to a distant region that shares it, where one-step moves would cross many worse ones.
 
-A TPE_SHARE of the suggestions of steps 2-4 take a proposal of Optuna's multivariate TPE instead,
-if one of TPE_TRIES is unseen and valid. Leave-one-space-out chose the default: TPE's turn on
-(50), WIDE_SHARE 0.1, DOUBLING, TPE_SHARE, GP_SHARE, STALLED_AFTER and TURN_GP_SHARE off
+A tpe_share of the suggestions of steps 2-4 take a proposal of Optuna's multivariate TPE instead,
+if one of tpe_tries is unseen and valid. Leave-one-space-out chose the default: TPE's turn on
+(50), wide_share 0.1, doubling, tpe_share, gp_share, stalled_after and turn_gp_share off
 (docs/search.md).
 
 Seen means evaluated, running in another worker, or queued, so after a TPE turn nothing is
 suggested twice. A failed or infeasible configuration counts as the worst value. Evidence for
-the design, and how its constants were chosen across recorded spaces, is in docs/search.md.
+the design, and how its options were chosen across recorded spaces, is in docs/search.md.
 """
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import optuna
@@ -65,47 +66,57 @@ from .grid import Grid
 from .preference import joint_preference, local_preference
 from .trials import is_measured
 
-STARTUP = 10
-# How many of the best evaluated configurations (with unseen neighbours) offer their neighbours.
-EXPANDED = 2
-NOISE = 0.3
-# The share of suggestions after the start that are global moves.
-GLOBAL_SHARE = 0.25
-# The share of suggestions after the start whose local move is wide: to any other value of one
-# parameter, not one step along its domain (drawn apart from the global share while they sum to 1 or less).
-WIDE_SHARE = 0.1
-# The share of suggestions after the start that take a proposal of Optuna's multivariate TPE, the
-# first of TPE_TRIES that is an unseen valid configuration (a local or global move if none is).
-TPE_SHARE = 0.0
-TPE_TRIES = 5
-# How many measured configurations Optuna's multivariate TPE chooses before the local search takes over.
-TPE_FIRST = 50
-# The share of suggestions in TPE's turn, once STARTUP configurations are evaluated, that are
-# Gaussian-process moves (step 2) instead of TPE's proposals.
-TURN_GP_SHARE = 0.0
-# In TPE's turn, a random start drawn from the whole product (as Optuna's own), and TPE's model of
-# it, may be invalid for hundreds of suggestions in a row where few combinations are valid: after
-# STALL unmeasured trials in a row, the next suggestion is a valid configuration drawn at random.
-STALL = 20
-# Whether a local move may also double or halve a numeric parameter (when its domain has that
-# value), so that a domain of multiples of 16 is crossed along its powers of two.
-DOUBLING = False
-# The most unseen configurations of the pool that a global move scores: a uniform sample.
-GLOBAL_CANDIDATES = 1000
-# The share of suggestions after the start that a Gaussian process makes (where at least three
-# configurations succeeded): the candidate of greatest expected improvement.
-GP_SHARE = 0.0
-# After how many measured configurations in a row without a better one (0: never) the share of
-# Gaussian-process moves is STALLED_GP_SHARE instead of GP_SHARE, until one is better.
-STALLED_AFTER = 0
-STALLED_GP_SHARE = 0.5
-# The Gaussian process's Matern-3/2 length scale, each parameter's domain positions scaled to [0, 1].
-GP_LENGTH = 0.5
-# The most unseen configurations of the pool that a Gaussian-process move scores: a uniform sample.
-GP_CANDIDATES = 2000
-# The most evaluated configurations (the best) that the Gaussian process is fitted to, so that a
-# suggestion costs milliseconds however long the search (the fit grows as the cube of their number).
-GP_POINTS = 500
+
+@dataclass(frozen=True)
+class Options:
+    """The `local` sampler's settings; the defaults are those leave-one-space-out chose
+    (docs/search.md), and the moves switched off there stay here for the replays that compare them."""
+
+    # How many valid configurations the random start draws (TPE's own start too).
+    startup: int = 10
+    # How many measured configurations Optuna's multivariate TPE chooses before the local search takes over.
+    tpe_first: int = 50
+    # In TPE's turn, a random start drawn from the whole product (as Optuna's own), and TPE's model of
+    # it, may be invalid for hundreds of suggestions in a row where few combinations are valid: after
+    # `stall` unmeasured trials in a row, the next suggestion is a valid configuration drawn at random.
+    stall: int = 20
+    # The share of suggestions in TPE's turn, once `startup` configurations are evaluated, that are
+    # Gaussian-process moves (step 2) instead of TPE's proposals.
+    turn_gp_share: float = 0.0
+    # The share of suggestions after the start that are global moves.
+    global_share: float = 0.25
+    # The share of suggestions after the start whose local move is wide: to any other value of one
+    # parameter, not one step along its domain (drawn apart from the global share while they sum to 1 or less).
+    wide_share: float = 0.1
+    # How many of the best evaluated configurations (with unseen neighbours) offer their neighbours.
+    expanded: int = 2
+    # Whether a local move may also double or halve a numeric parameter (when its domain has that
+    # value), so that a domain of multiples of 16 is crossed along its powers of two.
+    doubling: bool = False
+    # The weight of the Gumbel noise that breaks ties between the preferred moves.
+    noise: float = 0.3
+    # The share of suggestions after the start that take a proposal of Optuna's multivariate TPE, the
+    # first of `tpe_tries` that is an unseen valid configuration (a local or global move if none is).
+    tpe_share: float = 0.0
+    tpe_tries: int = 5
+    # The most unseen configurations of the pool that a global move scores: a uniform sample.
+    global_candidates: int = 1000
+    # The share of suggestions after the start that a Gaussian process makes (where at least three
+    # configurations succeeded): the candidate of greatest expected improvement.
+    gp_share: float = 0.0
+    # After how many measured configurations in a row without a better one (0: never) the share of
+    # Gaussian-process moves is `stalled_gp_share` instead of `gp_share`, until one is better.
+    stalled_after: int = 0
+    stalled_gp_share: float = 0.5
+    # The Gaussian process's Matern-3/2 length scale, each parameter's domain positions scaled to [0, 1].
+    gp_length: float = 0.5
+    # The most unseen configurations of the pool that a Gaussian-process move scores: a uniform sample.
+    gp_candidates: int = 2000
+    # The most evaluated configurations (the best) that the Gaussian process is fitted to, so that a
+    # suggestion costs milliseconds however long the search (the fit grows as the cube of their number).
+    gp_points: int = 500
+
+
 _SEEN = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
 
 
@@ -113,8 +124,9 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
     """TPE's turn, then a best-first local search with global moves, over the configurations that
     `valid` accepts (tuples of values in `domains` order); see the module docstring."""
 
-    def __init__(self, domains: dict[str, tuple], valid, seed: int | None = None):
+    def __init__(self, domains: dict[str, tuple], valid, seed: int | None = None, options: Options = Options()):
         self.grid = Grid(domains, valid)
+        self.options = options
         self.finished = {}  # trial number -> (point, score) of the complete trials
         self.rng = np.random.default_rng(seed)
         self.fallback = optuna.samplers.RandomSampler(seed)
@@ -149,8 +161,10 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
                     unfinished.add(point)
                 elif score > -np.inf or self.grid.valid(point):  # an invalid suggestion (TPE's) tells nothing here
                     scores[point] = max(score, scores.get(point, -np.inf))
-        if measured < TPE_FIRST and unmeasured_in_a_row < STALL:
-            gaussian = (TURN_GP_SHARE and len(scores) >= STARTUP and self.rng.random() < TURN_GP_SHARE
+        options = self.options
+        if measured < options.tpe_first and unmeasured_in_a_row < options.stall:
+            gaussian = (options.turn_gp_share and len(scores) >= options.startup
+                        and self.rng.random() < options.turn_gp_share
                         and self._gaussian_process(*_ranked(scores), seen))
             if gaussian:
                 return self.grid.params(gaussian[0])
@@ -159,13 +173,15 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
                 return {}  # TPE's random start: a draw from the whole product (sample_independent)
             if self.grid.point(proposal) not in unfinished:  # one running would wait for its measurement
                 return proposal
-        if len(scores) < STARTUP or measured < TPE_FIRST:  # the random start, TPE's too
+        if len(scores) < options.startup or measured < options.tpe_first:  # the random start, TPE's too
             candidates = self.grid.anywhere(seen, 1, self.rng)
-        elif TPE_SHARE and self.rng.random() < TPE_SHARE and (proposal := self._tpe(study, trial, search_space, seen)):
+        elif (options.tpe_share and self.rng.random() < options.tpe_share
+              and (proposal := self._tpe(study, trial, search_space, seen))):
             candidates = [proposal]
         else:
             ranked, values = _ranked(scores)
-            share = STALLED_GP_SHARE if STALLED_AFTER and since_best >= STALLED_AFTER else GP_SHARE
+            stalled = options.stalled_after and since_best >= options.stalled_after
+            share = options.stalled_gp_share if stalled else options.gp_share
             candidates = (share and self.rng.random() < share and self._gaussian_process(ranked, values, seen)
                           or self._move(ranked, seen))
         return self.grid.params(candidates[0]) if candidates else {}
@@ -174,60 +190,64 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         return self.fallback.sample_independent(study, trial, param_name, param_distribution)
 
     def _move(self, ranked: np.ndarray, seen: set) -> list[tuple]:
-        """A local move (a wide one with WIDE_SHARE), or a global one with GLOBAL_SHARE or where
-        no evaluated configuration has unseen neighbours."""
+        """A local move (a wide one with the options' wide_share), or a global one with their
+        global_share or where no evaluated configuration has unseen neighbours."""
         draw = self.rng.random()
-        near = draw >= GLOBAL_SHARE and self._neighbourhood(ranked, seen, wide=draw >= 1 - WIDE_SHARE)
+        near = (draw >= self.options.global_share
+                and self._neighbourhood(ranked, seen, wide=draw >= 1 - self.options.wide_share))
         if near:
             preference = local_preference(ranked, np.array(near), self.grid.sizes)
-            return [near[int(np.argmax(preference + NOISE * self.rng.gumbel(size=len(near))))]]
+            return [near[int(np.argmax(preference + self.options.noise * self.rng.gumbel(size=len(near))))]]
         return self._global(ranked, seen)
 
     def _neighbourhood(self, ranked: np.ndarray, seen: set, wide: bool) -> list[tuple]:
-        """The unseen neighbours (wide ones if `wide`) of the best EXPANDED evaluated configurations
-        that have any."""
-        return self.grid.neighbourhood(ranked, seen, wide, EXPANDED, DOUBLING)
+        """The unseen neighbours (wide ones if `wide`) of the best evaluated configurations that have
+        any (the options' `expanded` of them)."""
+        return self.grid.neighbourhood(ranked, seen, wide, self.options.expanded, self.options.doubling)
 
     def _global(self, ranked: np.ndarray, seen: set) -> list[tuple]:
-        """The unseen point of the pool (of GLOBAL_CANDIDATES of them at most) that the joint model
-        prefers; when the pool has none left, an unseen valid point drawn anywhere."""
-        candidates = self.grid.unseen_pool(seen, GLOBAL_CANDIDATES, self.rng)
+        """The unseen point of the pool (of the options' global_candidates at most) that the joint
+        model prefers; when the pool has none left, an unseen valid point drawn anywhere."""
+        candidates = self.grid.unseen_pool(seen, self.options.global_candidates, self.rng)
         if not len(candidates):
             return self.grid.anywhere(seen, 1, self.rng)
         preference = joint_preference(ranked, candidates, self.grid.sizes)
-        preference += NOISE * self.rng.gumbel(size=len(candidates))
+        preference += self.options.noise * self.rng.gumbel(size=len(candidates))
         return [tuple(int(index) for index in candidates[int(np.argmax(preference))])]
 
     def _gaussian_process(self, ranked: np.ndarray, values: np.ndarray, seen: set) -> list[tuple]:
         """The candidate of greatest expected improvement under a Gaussian process fitted to the
-        best evaluated configurations that did not fail (GP_POINTS at most); the candidates are unseen
-        configurations of the pool (GP_CANDIDATES at most) and the unseen neighbours, one step away
-        or wide, of the best. Nothing if fewer than three configurations were evaluated without failing."""
-        fitted = np.flatnonzero(np.isfinite(values))[:GP_POINTS]
+        best evaluated configurations that did not fail (the options' gp_points at most); the
+        candidates are unseen configurations of the pool (gp_candidates at most) and the unseen
+        neighbours, one step away or wide, of the best. Nothing if fewer than three configurations
+        were evaluated without failing."""
+        fitted = np.flatnonzero(np.isfinite(values))[:self.options.gp_points]
         if len(fitted) < 3:
             return []
-        candidates = self.grid.unseen_pool(seen, GP_CANDIDATES, self.rng)
+        candidates = self.grid.unseen_pool(seen, self.options.gp_candidates, self.rng)
         near = self._neighbourhood(ranked, seen, wide=False) + self._neighbourhood(ranked, seen, wide=True)
         if near:
             candidates = np.unique(np.concatenate((candidates, np.array(near))), axis=0)
         if not len(candidates):
             return []
         scale = 1.0 / np.maximum(self.grid.sizes - 1, 1)
-        improvement = expected_improvement(ranked[fitted] * scale, values[fitted], candidates * scale, GP_LENGTH)
+        improvement = expected_improvement(ranked[fitted] * scale, values[fitted], candidates * scale,
+                                           self.options.gp_length)
         return [tuple(int(index) for index in candidates[int(np.argmax(improvement))])]
 
     def _tpe_sampler(self) -> optuna.samplers.TPESampler:
-        """Optuna's multivariate TPE, seeded as this sampler, with STARTUP random trials; made on its
-        first use."""
+        """Optuna's multivariate TPE, seeded as this sampler, with the options' `startup` random
+        trials; made on its first use."""
         if self.tpe is None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                self.tpe = optuna.samplers.TPESampler(seed=self.seed, multivariate=True, n_startup_trials=STARTUP)
+                self.tpe = optuna.samplers.TPESampler(seed=self.seed, multivariate=True,
+                                                      n_startup_trials=self.options.startup)
         return self.tpe
 
     def _tpe(self, study, trial, search_space: dict, seen: set) -> tuple | None:
-        """The first of TPE_TRIES proposals of Optuna's multivariate TPE that is unseen and valid."""
-        for _ in range(TPE_TRIES):
+        """The first of the options' tpe_tries proposals of Optuna's multivariate TPE that is unseen and valid."""
+        for _ in range(self.options.tpe_tries):
             point = self.grid.point(self._tpe_sampler().sample_relative(study, trial, search_space))
             if point is not None and point not in seen and self.grid.valid(point):
                 return point
@@ -252,11 +272,12 @@ def _ranked(scores: dict) -> tuple[np.ndarray, np.ndarray]:
     return np.array(list(scores))[order], np.array(list(scores.values()))[order]
 
 
-def make_sampler(name: str, seed: int, domains: dict[str, tuple], valid) -> optuna.samplers.BaseSampler:
+def make_sampler(name: str, seed: int, domains: dict[str, tuple], valid,
+                 options: Options = Options()) -> optuna.samplers.BaseSampler:
     """The sampler called `name`, seeded. `valid(values)` says whether a configuration (a tuple
-    of values in `domains` order) is valid; only `local` asks."""
+    of values in `domains` order) is valid; only `local` asks, and only it takes `options`."""
     if name == "local":
-        return LocalSearchSampler(domains, valid, seed)
+        return LocalSearchSampler(domains, valid, seed, options)
     return OPTUNA_SAMPLERS[name](seed)
 
 

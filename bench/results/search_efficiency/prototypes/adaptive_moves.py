@@ -1,7 +1,7 @@
 """Session 15's prototype, dropped: after TPE's turn, each move's kind (local, wide, global,
 Gaussian process, TPE proposal) is chosen by Thompson sampling, on how often that kind's last
 WINDOW suggestions scored in the top QUANT of the configurations evaluated before them. It is
-installed over tuner/sampler.py's `_move` (with GP_SHARE 0, every move after the turn)."""
+installed over tuner/sampler.py's `_move` (with gp_share 0, every move after the turn)."""
 import numpy as np
 from optuna.trial import TrialState
 
@@ -45,7 +45,7 @@ def _candidates(self, arm: str, study, trial, search_space, ranked, values, seen
     if not near:
         return []
     preference = sampler.local_preference(ranked, np.array(near), self.grid.sizes)
-    return [near[int(np.argmax(preference + sampler.NOISE * self.rng.gumbel(size=len(near))))]]
+    return [near[int(np.argmax(preference + self.options.noise * self.rng.gumbel(size=len(near))))]]
 
 
 def install() -> None:

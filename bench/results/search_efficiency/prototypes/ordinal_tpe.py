@@ -24,7 +24,7 @@ class OrdinalTPE:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             self.tpe = optuna.samplers.TPESampler(seed=local.seed, multivariate=True,
-                                                  n_startup_trials=sampler.STARTUP)
+                                                  n_startup_trials=local.options.startup)
         self.space = {name: IntDistribution(0, len(domain) - 1) for name, domain in self.grid.domains.items()}
 
     def sample_relative(self, study, trial, search_space) -> dict:
