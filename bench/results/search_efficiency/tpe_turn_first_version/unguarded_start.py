@@ -1,13 +1,13 @@
-"""How long TPE's turn stays on invalid suggestions without the guard (STALL), on the project's
+"""How long TPE's turn stays on invalid suggestions without the guard (Options.stall), on the project's
 CUDA float32 space, where 1.5% of the product is valid (docs/search.md, TPE's turn):
 
     python unguarded_start.py SEEDS > unguarded_start.txt
 
-The default sampler of this commit with STALL made unreachable, as the first version of TPE's
+The default sampler of this commit with its stall made unreachable, as the first version of TPE's
 turn was: a random start drawn from the whole product, and TPE's proposals taken as they are.
 Each valid new suggestion is answered with a random value, an invalid or repeated one as a
 search answers it. Prints, per seed, the longest run of suggestions in a row that were not
-measured before TPE_FIRST configurations were, stopping a seed at LIMIT suggestions."""
+measured before tpe_first configurations were, stopping a seed at LIMIT suggestions."""
 import json
 import subprocess
 import sys
@@ -19,12 +19,13 @@ import optuna
 sys.path[:0] = [str(Path(__file__).resolve().parents[3])]
 from provenance import provenance  # noqa: E402
 
-from tuner import sampler as sampler_module  # noqa: E402
+from tuner.sampler import LocalSearchSampler, Options  # noqa: E402
 from tuner.backends import CUDA  # noqa: E402
 from tuner.space import Space  # noqa: E402
 from tuner.trials import MAX_UNMEASURED_IN_A_ROW, answer, suggest  # noqa: E402
 
 LIMIT = 2000
+UNGUARDED = Options(stall=10**9)
 
 
 def longest_unmeasured(seed: int) -> dict:
@@ -35,9 +36,9 @@ def longest_unmeasured(seed: int) -> dict:
         return not space.violations(space.config_type(**dict(zip(domains, values))))
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize", sampler=sampler_module.LocalSearchSampler(domains, valid, seed))
+    study = optuna.create_study(direction="maximize", sampler=LocalSearchSampler(domains, valid, seed, UNGUARDED))
     values, measured, in_a_row, longest, asked = np.random.default_rng(seed), {}, 0, 0, 0
-    while len(measured) < sampler_module.TPE_FIRST and asked < LIMIT:
+    while len(measured) < UNGUARDED.tpe_first and asked < LIMIT:
         trial, asked = study.ask(), asked + 1
         key = tuple(suggest(trial, domains).values())
         if valid(key) and key not in measured:
@@ -51,7 +52,6 @@ def longest_unmeasured(seed: int) -> dict:
 
 
 def main() -> None:
-    sampler_module.STALL = 10**9
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(json.dumps({**provenance(f"python unguarded_start.py {sys.argv[1]}", "CPU (no GPU needed)"),
                       "commit": commit, "stop_after_unmeasured_in_a_row": MAX_UNMEASURED_IN_A_ROW, "limit": LIMIT}))
