@@ -29,9 +29,10 @@ in gaussian_process.py. The names below are fields of its `Options`.
    expected improvement. Its smooth model of the whole space ranks configurations that no
    evaluated one neighbours, as the density models below cannot.
 3. Otherwise, with probability 1 - global_share, a local move: take the evaluated configurations
-   best first, and the first two that have unseen neighbours (configurations that differ from
-   one of them in one parameter by one step of that parameter's ordered domain: a power of two
-   up or down, a flag flipped; with doubling, also twice or half a numeric value in its domain).
+   best first, and the first expanded (two) that have unseen neighbours (configurations that
+   differ from one of them in one parameter by one step of that parameter's ordered domain: a
+   power of two up or down, a flag flipped; with doubling, also twice or half a numeric value
+   in its domain).
    A wide_share of the suggestions take wide neighbours instead, which differ in one parameter
    by any other value, so that a domain along whose order the performance is not smooth is
    crossed in one move. Among those neighbours, suggest the one a TPE-style model
