@@ -92,6 +92,16 @@ def test_the_cache_directory_follows_flag_then_environment(tmp_path, monkeypatch
     assert cache.cache_dir().name == "tuner"
 
 
+def test_a_leading_tilde_that_no_shell_expanded_is_the_home_directory(tmp_path, monkeypatch):
+    from tuner.kernel import kernel_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("TUNER_CACHE_DIR", "~/env")
+    monkeypatch.setenv("TUNER_KERNEL_DIR", "~/kernels")
+    assert cache.cache_dir("~/flag") == tmp_path / "flag" and cache.cache_dir() == tmp_path / "env"
+    assert kernel_dir() == tmp_path / "kernels"
+
+
 WRITERS, ENTRIES = 8, 50
 SHARED = Problem(7, 7, 7)  # a record every writer writes into
 

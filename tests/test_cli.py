@@ -1,5 +1,6 @@
 """`tuner render` and `tuner space`: source for both backends, one-line errors for mistakes."""
 import ast
+import io
 import re
 import subprocess
 import sys
@@ -54,3 +55,20 @@ def test_version_names_the_distribution(capsys):
         main(["--version"])
     assert done.value.code == 0
     assert re.fullmatch(r"tuner \d+\.\d+\.\d+\S* \(numba-matmul-tuner\)\n", capsys.readouterr().out)
+
+
+def test_output_cut_short_by_its_reader_stops_quietly(monkeypatch, capsys):
+    """`tuner render | head -1`: once the reader has left, a write fails with EPIPE."""
+    class LeftReader:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            pass
+
+        def fileno(self):
+            raise io.UnsupportedOperation("fileno")
+
+    monkeypatch.setattr(sys, "stdout", LeftReader())
+    assert main(["render", "--backend", "cuda"]) == 141
+    assert capsys.readouterr().err == ""

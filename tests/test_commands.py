@@ -38,6 +38,17 @@ def test_search_writes_an_entry_that_list_shows(tmp_path, capsys, backend):
     assert row["fingerprint"] in capsys.readouterr().out
 
 
+def test_paths_given_with_a_tilde_no_shell_expanded_go_to_the_home_directory(tmp_path, capsys, monkeypatch):
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir=~/cache",
+                 "--storage=~/studies.journal"]) == 0
+    assert "--cache-dir " + str(tmp_path / "home" / "cache") in capsys.readouterr().out
+    assert (tmp_path / "home" / "studies.journal").is_file() and len(_list(capsys, tmp_path / "home" / "cache")) == 1
+    assert not (tmp_path / "~").exists()
+
+
 def test_devices_shows_the_simulator_fingerprints(capsys):
     assert main(["devices", "--json"]) == 0
     devices = json.loads(capsys.readouterr().out)

@@ -36,13 +36,19 @@ class MisfiledRecord(CacheError):
     """A sound record at another record's path; the message says what to do."""
 
 
+def user_path(given: str | os.PathLike) -> Path:
+    """A path as a user wrote it, with a leading ~ expanded as a shell would (a shell leaves it in
+    `--cache-dir=~/x`, and environment files leave it too)."""
+    return Path(os.path.expanduser(given))
+
+
 def cache_dir(override: str | os.PathLike | None = None) -> Path:
     """--cache-dir if given, else $TUNER_CACHE_DIR, else the user's cache directory; ValueError
     if that is something other than a directory."""
     if override:
-        root, given = Path(override), f"--cache-dir {override}"
+        root, given = user_path(override), f"--cache-dir {override}"
     elif os.environ.get("TUNER_CACHE_DIR"):
-        root, given = Path(os.environ["TUNER_CACHE_DIR"]), f"TUNER_CACHE_DIR={os.environ['TUNER_CACHE_DIR']}"
+        root, given = user_path(os.environ["TUNER_CACHE_DIR"]), f"TUNER_CACHE_DIR={os.environ['TUNER_CACHE_DIR']}"
     else:
         root, given = _user_cache_dir(), f"the cache directory {_user_cache_dir()}"
     if root.exists() and not root.is_dir():

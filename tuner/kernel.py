@@ -40,7 +40,7 @@ def kernel_dir(cache_root: Path | None = None) -> Path:
     """Where rendered kernel files live: $TUNER_KERNEL_DIR, else <cache directory>/kernels
     (the cache directory being --cache-dir, else $TUNER_CACHE_DIR, else the user's)."""
     if os.environ.get("TUNER_KERNEL_DIR"):
-        return Path(os.environ["TUNER_KERNEL_DIR"])
+        return cache.user_path(os.environ["TUNER_KERNEL_DIR"])
     return (cache_root or cache.cache_dir()) / "kernels"
 
 

@@ -1,6 +1,8 @@
 """The `tuner` command line: the parser of every command, and how `main` runs one and shows its
 errors. Each command's options and handler live together in a module of this package."""
 import argparse
+import contextlib
+import os
 import sys
 import warnings
 from importlib import metadata
@@ -66,6 +68,10 @@ def main(argv=None) -> int:
     warnings.formatwarning = _one_line_warning
     try:
         return args.run(args) or 0
+    except BrokenPipeError:  # the reader of our output left (`tuner list | head`): stop quietly, as Unix tools do
+        with contextlib.suppress(OSError, ValueError):  # a stdout with no file behind it has nothing to flush
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt as stop:
         terminated = isinstance(stop, Terminated)
         print(f"tuner {args.command}: {'terminated (SIGTERM)' if terminated else 'interrupted'}", file=sys.stderr)

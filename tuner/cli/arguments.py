@@ -1,14 +1,30 @@
 """Argument types and options that several commands share. Each type says what it takes in its
 own message, since argparse would name the type's function for a value it cannot convert."""
 import argparse
+import os
 
 DTYPE_HELP = ("the precision: float32 (default), float64, float16 (float32 accumulate and result), and on cuda "
               "only the tensor-core ones tf32 (float32 in and out, TF32 multiplies) and float16-tc")
 
 
 def add_cache_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: $TUNER_CACHE_DIR, "
+    parser.add_argument("--cache-dir", metavar="DIR", type=_path, help="cache directory (default: $TUNER_CACHE_DIR, "
                         "else the user cache directory)")
+
+
+def add_storage(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--storage", metavar="URL", type=_storage, default=os.environ.get("TUNER_STORAGE"),
+                        help=f"an Optuna storage URL, or a journal file path (default: $TUNER_STORAGE, else {default})")
+
+
+def _path(text: str) -> str:
+    """A path with a leading ~ expanded, which a shell leaves in `--option=~/x`."""
+    return os.path.expanduser(text)
+
+
+def _storage(text: str) -> str:
+    """A storage URL as given, or a journal file path with a leading ~ expanded."""
+    return text if "://" in text else _path(text)
 
 
 def _seconds(text: str) -> float:

@@ -1,9 +1,8 @@
 """`tuner report`: the HTML page and PNG figures of a study, the cache and the benchmark results."""
-import os
 from pathlib import Path
 
 from .. import cache
-from .arguments import add_cache_dir
+from .arguments import _path, add_cache_dir, add_storage
 
 
 def _report(args) -> int:
@@ -28,10 +27,8 @@ def add_parsers(subparsers) -> None:
     report = subparsers.add_parser("report", help="write an HTML page and PNG figures of a study and the cache")
     add_cache_dir(report)
     report.add_argument("--study", metavar="NAME", help="the study to report (default: the one searched last)")
-    report.add_argument("--storage", metavar="URL", default=os.environ.get("TUNER_STORAGE"),
-                        help="an Optuna storage URL, or a journal file path (default: $TUNER_STORAGE, else the "
-                             "journals in the cache)")
-    report.add_argument("--out", metavar="DIR", help="where to write report.html and the figures (default: "
+    add_storage(report, "the journals in the cache")
+    report.add_argument("--out", metavar="DIR", type=_path, help="where to write report.html and the figures (default: "
                         "tuner-report in the current directory)")
     report.add_argument("--bench", metavar="PATH", help="a versus_cublas.json, or a folder searched for them "
                         "(default: the repository's bench/results)")

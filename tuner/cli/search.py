@@ -15,7 +15,7 @@ from ..sampler import SAMPLERS
 from ..space import Space
 from ..stopping import follow_parent, stop_on_sigterm
 from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
-from .arguments import DTYPE_HELP, _count, _positive, _seconds, _seed, add_cache_dir
+from .arguments import DTYPE_HELP, _count, _positive, _seconds, _seed, add_cache_dir, add_storage
 from .records import print_best
 
 DEFAULT_SHAPE = (4096, 4096, 4096)  # on a GPU; the simulator has its own (simulator.SHAPE)
@@ -184,9 +184,7 @@ def _options() -> argparse.ArgumentParser:
     search.add_argument("--sampler", choices=SAMPLERS, default="local",
                         help="local (default: TPE's turn, then a model-guided local search; see docs/search.md), tpe, "
                              "random or nsga2")
-    search.add_argument("--storage", metavar="URL", default=os.environ.get("TUNER_STORAGE"),
-                        help="an Optuna storage URL, or a journal file path (default: $TUNER_STORAGE, else a journal "
-                             "file in the cache); a URL with a password is best given in $TUNER_STORAGE")
+    add_storage(search, "a journal file in the cache; a URL with a password is best given in $TUNER_STORAGE")
     search.add_argument("--study", metavar="NAME", help="study name (default: from the problem and fingerprint)")
     search.add_argument("--devices", metavar="0,1,...",
                         help="run one worker process per listed GPU of this host, each pinned to its GPU, all on the "
