@@ -129,6 +129,25 @@ def test_a_tuned_kernel_launches_on_device_arrays(cache_dir):
     np.testing.assert_allclose(C.copy_to_host(), A @ B)
     with pytest.raises(ValueError, match="shapes do not chain"):
         kernel(cuda.to_device(A), cuda.to_device(B), cuda.device_array((5, 6), np.float32))
+    with pytest.raises(ValueError, match="shapes do not chain"):  # bind, the fast path, checks too
+        kernel.kernel.bind(cuda.to_device(B), cuda.to_device(A), C)
+
+
+@pytest.mark.parametrize("arguments, error, message", [
+    ((None,), TypeError, "alpha must be a real number, not NoneType"),
+    ((1.0, "2"), TypeError, "beta must be a real number, not str"),
+    ((1e300,), ValueError, r"alpha=1e\+300 overflows float32, the precision this product is computed in"),
+], ids=["None", "a string", "an overflow"])
+def test_a_tuned_kernels_scalars_are_checked_as_tuner_matmuls_are(cache_dir, arguments, error, message):
+    from numba import cuda
+
+    _store(cache_dir, HERE, Problem(16, 16, 16), [(SMALL, 2.0)])
+    kernel = tuner.get_kernel(2, 2, 2)
+    operands = [cuda.to_device(np.ones((2, 2), np.float32)) for _ in range(3)]
+    with pytest.raises(error, match=message):
+        kernel(*operands, *arguments)
+    with pytest.raises(TypeError, match="A must be a device array, not NoneType"):
+        kernel(None, *operands[1:])
 
 
 def test_a_record_whose_best_is_no_longer_valid_serves_its_best_valid_runner_up(cache_dir):

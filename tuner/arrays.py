@@ -40,7 +40,7 @@ class Call:
     dtype: str
     out: object  # what the caller passed as out, if anything
     model: object  # the caller's first device operand, whose kind a new result takes; None for NumPy
-    alpha: float
+    alpha: float  # alpha and beta in the precision the product is computed in
     beta: float
     stream: object = 0  # the exporter's stream, so that the caller's later work is ordered after ours
 
@@ -144,12 +144,8 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
                         "cast one, e.g. B.astype(A.dtype)")
     dtype = _precision(runtime, native[0].name, precision)
     accumulate = np.dtype(PRECISIONS[dtype].accumulate).type
-    for name, scalar in (("alpha", alpha), ("beta", beta)):
-        if not _representable(scalar, accumulate):
-            shown = repr(scalar) if len(repr(scalar)) <= 24 else repr(scalar)[:20] + "..."
-            wider = "" if accumulate is np.float64 else ", or use float64 matrices"
-            raise ValueError(f"{name}={shown} overflows {accumulate.__name__}, the precision this product is "
-                             f"computed in; scale A or B instead{wider}")
+    wider = "" if accumulate is np.float64 else ", or use float64 matrices"
+    alpha, beta = scalar("alpha", alpha, accumulate, wider), scalar("beta", beta, accumulate, wider)
     output = np.dtype(PRECISIONS[dtype].output)
     C = None if out is None else _check_out(runtime, out, c_shape, output)
     if out is None and beta != 0:
@@ -170,7 +166,19 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     else:
         C = runtime.module.device_array(c_shape, dtype=output)
     stream = next((array.stream for array in (C, A, B) if getattr(array, "stream", 0)), 0)
-    return Call(A, B, C, family, sizes, dtype, out, model, float(alpha), float(beta), stream)
+    return Call(A, B, C, family, sizes, dtype, out, model, alpha, beta, stream)
+
+
+def scalar(name: str, value, accumulate: type, wider: str = ""):
+    """`value`, the product's alpha or beta (its `name`), in the `accumulate` type the kernel computes
+    in: TypeError unless it is a real number as NumPy takes one, ValueError if it overflows that
+    type (the message ends with `wider`, another remedy)."""
+    value = _real(name, value)
+    if not _representable(value, accumulate):
+        shown = repr(value) if len(repr(value)) <= 24 else repr(value)[:20] + "..."
+        raise ValueError(f"{name}={shown} overflows {accumulate.__name__}, the precision this product is "
+                         f"computed in; scale A or B instead{wider}")
+    return accumulate(value)
 
 
 def _real(name: str, scalar):

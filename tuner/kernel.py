@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import cache, simulator
+from .arrays import scalar
 from .config import Tiling
 from .source import render
 from .space import Space
@@ -189,15 +190,15 @@ class Kernel:
 
     def __call__(self, A, B, C, alpha=1.0, beta=0.0):
         """Launch on arrays already shaped and typed for this kernel: C = alpha*A@B + beta*C."""
-        self.check_operands(A, B, C)
         self.bind(A, B, C, alpha, beta)()
 
     def bind(self, A, B, C, alpha=1.0, beta=0.0, stream=0):
-        """A no-argument launch on checked operands, on `stream` (0: the default one), with the
-        grids and scalars worked out once, so that repeated launches pay only Numba's dispatch.
+        """A no-argument launch on `stream` (0: the default one), with the operands and scalars
+        checked and the grids worked out once, so that repeated launches pay only Numba's dispatch.
         A product that outgrows one grid runs as several launches (Family.parts)."""
-        scalar = np.dtype(self.space.precision.accumulate).type
-        alpha, beta = scalar(alpha), scalar(beta)
+        accumulate = np.dtype(self.space.precision.accumulate).type
+        alpha, beta = scalar("alpha", alpha, accumulate), scalar("beta", beta, accumulate)
+        self.check_operands(A, B, C)
         parts = self.space.family.parts(A, B, C, self.config, self.space.backend.limits.grid_rows)
         if len(parts) == 1:
             configured = self.function[self.grid(C.shape), self.block, stream]
@@ -219,10 +220,12 @@ class Kernel:
 
     def check_operands(self, A, B, C) -> None:
         """ValueError unless A, B and C have the dimensions, shapes and dtypes of one product of
-        this kernel's family. The kernel takes the sizes from C and A; anything else would read out
-        of bounds."""
+        this kernel's family (TypeError for what is not an array). The kernel takes the sizes from
+        C and A; anything else would read out of bounds."""
         precision, family = self.space.precision, self.space.family
         for name, array, dtype in (("A", A, precision.input), ("B", B, precision.input), ("C", C, precision.output)):
+            if not (hasattr(array, "shape") and hasattr(array, "dtype")):
+                raise TypeError(f"{name} must be a device array, not {type(array).__name__}")
             if len(array.shape) != family.operand_dims:
                 raise ValueError(f"{name} must be {family.operand_dims}-D, not {len(array.shape)}-D")
             if np.dtype(array.dtype) != np.dtype(dtype):
