@@ -20,9 +20,11 @@ ARCH = "simulator"  # the architecture in the simulator's device description
 SHAPE = (32, 32, 32)
 TRIALS = 6
 
-# The simulator runs one Python thread per GPU thread: beyond this many multiply-adds a single
-# launch takes minutes (a 64x64x64 product already takes up to 7 s).
-MAX_MULTIPLY_ADDS = 128 ** 3
+# The simulator runs one Python thread per GPU thread, so a launch costs some 0.11-0.16 s per unit
+# of work: a block of the default tile (64x64 in 256 threads) is BLOCK_STEPS units, and each of its
+# 8-deep k-steps one more (bench/results/simulator_cost.json). Beyond a 128-cubed product's work
+# (76 units, 10 s) a launch may take minutes.
+TILE, K_STEP, BLOCK_STEPS = 64, 8, 3
 
 # jit options that only steer register allocation; the simulator's jit does not accept them.
 _CODEGEN_ONLY_OPTIONS = ("launch_bounds", "max_registers")
@@ -95,9 +97,18 @@ def elapsed(launch) -> float:
     return time.process_time() - start
 
 
+def work(problem: Problem) -> int:
+    """What a launch for `problem` costs the simulator, in k-steps of a block of the default tile."""
+    blocks = problem.products * -(-problem.m // TILE) * -(-problem.n // TILE)
+    return blocks * (-(-problem.k // K_STEP) + BLOCK_STEPS)
+
+
+MAX_WORK = work(Problem(128, 128, 128))
+
+
 def too_slow(problem: Problem) -> str:
     """Why `problem` would take minutes or more on the simulator, or "" if it would not."""
-    if problem.multiply_adds > MAX_MULTIPLY_ADDS:
-        return (f"{problem.shape_text} is too large for the simulator, which runs one Python "
-                "thread per GPU thread (at most 128**3 multiply-adds; a GPU takes more)")
+    if work(problem) > MAX_WORK:
+        return (f"{problem.shape_text} is too large for the simulator, which runs one Python thread per GPU "
+                "thread (at most the work of a 128x128x128 product, in tiles of 64x64x8; a GPU takes more)")
     return ""
