@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -38,6 +39,15 @@ def test_search_writes_an_entry_that_list_shows(tmp_path, capsys, backend):
     assert row["fingerprint"] in capsys.readouterr().out
 
 
+def test_the_command_for_the_figures_pastes_into_a_shell(tmp_path, capsys):
+    cache_dir = tmp_path / "my cache"
+    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--study", "my study",
+                 "--cache-dir", str(cache_dir)]) == 0
+    [line] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("figures: ")]
+    assert shlex.split(line.removeprefix("figures: ")) == ["tuner", "report", "--study", "my study",
+                                                            "--cache-dir", str(cache_dir)]
+
+
 def test_paths_given_with_a_tilde_no_shell_expanded_go_to_the_home_directory(tmp_path, capsys, monkeypatch):
     (tmp_path / "home").mkdir()
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -67,6 +77,7 @@ def test_devices_shows_the_simulator_fingerprints(capsys):
     (["search", "--backend", "cuda", "--seed", "-5"], "argument --seed: must be a whole number from 0 to 4294967295"),
     (["search", "--backend", "cuda", "--timeout", "-1"], "must be more than 0 seconds"),
     (["search", "--backend", "cuda", *SMALL, "--storage", "nosuchdb://x"], "nosuchdb"),
+    (["search", "--backend", "cuda", *SMALL, "--study", "s" * 501], "--study: must be a name of 1 to 500 characters"),
     (["show", "no-such-record"], "no record matches 'no-such-record'"),
 ])
 def test_mistakes_get_one_line(tmp_path, capsys, argv, message):

@@ -60,3 +60,12 @@ SEED_LIMIT = 2**32  # NumPy's and Optuna's seeds are below it
 
 def _seed(text: str) -> int:
     return _integer(text, f"a whole number from 0 to {SEED_LIMIT - 1}", 0, SEED_LIMIT - 1)
+
+
+def _study_name(text: str) -> str:
+    """A study name, which a cache record keeps (schema.MAX_TEXT characters at most)."""
+    from ..schema import MAX_TEXT
+
+    if not text or len(text) > MAX_TEXT:
+        raise argparse.ArgumentTypeError(f"must be a name of 1 to {MAX_TEXT} characters, not one of {len(text)}")
+    return text

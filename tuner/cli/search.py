@@ -2,6 +2,7 @@
 and the summary it prints at the end."""
 import argparse
 import os
+import shlex
 import statistics
 import sys
 
@@ -15,7 +16,7 @@ from ..sampler import SAMPLERS
 from ..space import Space
 from ..stopping import follow_parent, stop_on_sigterm
 from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
-from .arguments import DTYPE_HELP, _count, _positive, _seconds, _seed, add_cache_dir, add_storage
+from .arguments import DTYPE_HELP, _count, _positive, _seconds, _seed, _study_name, add_cache_dir, add_storage
 from .records import print_best
 
 DEFAULT_SHAPE = (4096, 4096, 4096)  # on a GPU; the simulator has its own (simulator.SHAPE)
@@ -110,10 +111,10 @@ def _search(args) -> int:
     print_failure_summary(completed)
     if outcome.record:
         print(f"cache record: {outcome.record_path}")
-    print(f"figures: tuner report --study {search.study.study_name}"
-          + (f" --cache-dir {args.cache_dir}" if args.cache_dir else "")
-          + (f" --storage {redacted(args.storage)}" if args.storage and args.storage != os.environ.get("TUNER_STORAGE")
-             else ""))
+    print(f"figures: tuner report --study {shlex.quote(search.study.study_name)}"
+          + (f" --cache-dir {shlex.quote(args.cache_dir)}" if args.cache_dir else "")
+          + (f" --storage {shlex.quote(redacted(args.storage))}"
+             if args.storage and args.storage != os.environ.get("TUNER_STORAGE") else ""))
     if outcome.interrupted:
         print(f"tuner search: {'terminated (SIGTERM)' if outcome.terminated else 'interrupted'}; completed trials "
               "are kept, run the same command to resume", file=sys.stderr)
@@ -185,7 +186,8 @@ def _options() -> argparse.ArgumentParser:
                         help="local (default: TPE's turn, then a model-guided local search; see docs/search.md), tpe, "
                              "random or nsga2")
     add_storage(search, "a journal file in the cache; a URL with a password is best given in $TUNER_STORAGE")
-    search.add_argument("--study", metavar="NAME", help="study name (default: from the problem and fingerprint)")
+    search.add_argument("--study", metavar="NAME", type=_study_name,
+                        help="study name (default: from the problem and fingerprint)")
     search.add_argument("--devices", metavar="0,1,...",
                         help="run one worker process per listed GPU of this host, each pinned to its GPU, all on the "
                              "same study")
