@@ -55,3 +55,14 @@ def test_a_tuner_backend_variable_naming_no_backend_is_refused_by_name(monkeypat
     monkeypatch.setenv("TUNER_BACKEND", "metal")
     with pytest.raises(ValueError, match="TUNER_BACKEND='metal' names no backend; set it to one of: cuda, roc"):
         detect_runtime()
+
+
+def test_regenerate_on_the_simulator_takes_the_backend_from_tuner_backend(tmp_path, monkeypatch, capsys):
+    from tuner.cli import main
+
+    monkeypatch.setenv("TUNER_BACKEND", "roc")
+    assert main(["regenerate", "--simulate", "--cache-dir", str(tmp_path)]) == 0
+    assert "no roc records in the cache" in capsys.readouterr().out
+    monkeypatch.setenv("TUNER_BACKEND", "metal")
+    assert main(["regenerate", "--simulate", "--cache-dir", str(tmp_path)]) == 2
+    assert "TUNER_BACKEND='metal' names no backend" in capsys.readouterr().err

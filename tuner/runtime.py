@@ -144,16 +144,23 @@ def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
     return Runtime(backend, module, backend.describe(module))
 
 
+def chosen_backend(backend: str | None = None) -> str | None:
+    """The backend asked for: `backend`, else $TUNER_BACKEND (ValueError if it names none), else None."""
+    if backend:
+        return backend
+    chosen = os.environ.get("TUNER_BACKEND")
+    if chosen and chosen not in BACKENDS:
+        raise ValueError(f"TUNER_BACKEND={chosen!r} names no backend; set it to one of: {', '.join(BACKENDS)}, "
+                         "or unset it")
+    return chosen or None
+
+
 def detect_runtime(backend: str | None = None) -> Runtime:
     """The runtime of `backend`, else of $TUNER_BACKEND, else the simulator when
     NUMBA_ENABLE_CUDASIM=1, else the first backend with a GPU here (CUDA, then ROC)."""
+    backend = chosen_backend(backend)
     if backend:
         return open_runtime(get_backend(backend))
-    if os.environ.get("TUNER_BACKEND"):
-        if os.environ["TUNER_BACKEND"] not in BACKENDS:
-            raise ValueError(f"TUNER_BACKEND={os.environ['TUNER_BACKEND']!r} names no backend; set it to one of: "
-                             f"{', '.join(BACKENDS)}, or unset it")
-        return open_runtime(BACKENDS[os.environ["TUNER_BACKEND"]])
     if simulator.enabled():
         return open_runtime(BACKENDS[SIMULATOR_DEFAULT])
     reasons = []

@@ -11,7 +11,7 @@ from ..backends import BACKENDS, SIMULATOR_DEFAULT, get_backend
 from ..compile_ahead import default_workers
 from ..dtypes import PRECISIONS
 from ..problem import Problem
-from ..runtime import NoGPU, Runtime, detect_runtime, open_runtime
+from ..runtime import NoGPU, Runtime, chosen_backend, detect_runtime, open_runtime
 from ..sampler import SAMPLERS
 from ..space import Space
 from ..stopping import follow_parent, stop_on_sigterm
@@ -30,6 +30,7 @@ PARENT_ONLY = ("devices", "storage")
 def open_device(backend: str | None, simulate: bool) -> Runtime:
     """The GPU runtime of `backend` (or of the GPU found), or the simulator, said plainly, when
     asked for or when there is no GPU."""
+    backend = chosen_backend(backend)
     if simulate:
         return open_runtime(get_backend(backend or SIMULATOR_DEFAULT), simulate=True)
     try:
