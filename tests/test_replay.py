@@ -121,6 +121,35 @@ def test_a_file_that_is_not_a_recording_is_refused_in_one_line(tmp_path, content
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("seconds", ["abc", 0, -1.0, float("nan"), True])
+def test_a_sweep_row_without_a_positive_time_is_refused_by_its_line(tmp_path, seconds):
+    header = {"header": {"device": {"backend": "cuda", "name": "Made-up GPU"}, "problem": "float32-64x64x64"}}
+    row = {"config": Config().as_dict(), "status": "ok", "median_seconds": seconds, "times": [1e-3]}
+    path = tmp_path / "sweep.jsonl"
+    path.write_text(json.dumps(header) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(recorded.RecordingError, match="line 2: median_seconds must be a positive number of seconds"):
+        recorded.load(path)
+
+
+def test_a_kernel_tuner_file_naming_a_parameter_twice_or_a_time_that_rounds_to_zero_is_refused(tmp_path):
+    path = tmp_path / "twice.json"
+    path.write_text(json.dumps({"tune_params_keys": ["a", "a"], "tune_params": {"a": [1]}, "cache": {}}))
+    with pytest.raises(recorded.RecordingError, match=r"its tune_params_keys name a parameter twice: \['a', 'a'\]"):
+        recorded.load(path)
+    path.write_text(json.dumps({"tune_params_keys": ["a"], "tune_params": {"a": [1, 2]},
+                                "cache": {"1": {"a": 1, "time": 5e-324}, "2": {"a": 2, "time": 1.0}}}))
+    space = recorded.load(path)
+    assert space.optimum == 1e-3 and space.results[(1,)].seconds is None
+
+
+def test_a_file_too_large_to_replay_names_what_to_replay_instead(tmp_path, monkeypatch):
+    monkeypatch.setattr(recorded, "MAX_BYTES", 100)
+    path = tmp_path / "export.json.gz"
+    path.write_bytes(gzip.compress(b" " * 200))
+    with pytest.raises(recorded.RecordingError, match="for a tuner sweep, replay its .jsonl file"):
+        recorded.load(path)
+
+
 def test_a_broken_sweep_file_is_refused_as_a_sweep_file(tmp_path):
     path = tmp_path / "sweep.jsonl"
     path.write_text('not json\n')
@@ -347,6 +376,21 @@ def test_a_replay_stops_when_the_space_is_exhausted(space_file):
     assert len(run.best_seconds) == len(space.results)
     assert run.fraction(space.optimum) == 1.0
     assert run.evaluations_to(space.optimum * 1.2) < run.evaluations_to(space.optimum) <= len(space.results)
+
+
+def test_a_replay_asks_nothing_more_once_every_recorded_configuration_is_measured(tmp_path, monkeypatch):
+    """A partial recording holds a few configurations of a larger product: past them, every
+    suggestion would be invalid, and the search would ask hundreds more before giving up."""
+    cache = {f"{a},{b}": {"a": a, "b": b, "time": float(a + b)} for a, b in ((1, 1), (5, 7), (9, 3))}
+    path = tmp_path / "partial.json"
+    path.write_text(json.dumps({"tune_params_keys": ["a", "b"], "tune_params": {"a": list(range(1, 11)),
+                                                                               "b": list(range(1, 11))},
+                                "cache": cache}))
+    told = []
+    monkeypatch.setattr("tuner.replay.answer", lambda study, trial, kind, *rest: told.append(kind)
+                        or answer(study, trial, kind, *rest))
+    run = replay(recorded.load(path), 10, "local", seed=0)
+    assert len(run.best_seconds) == 3 and told[-1] == "measured"
 
 
 def test_summaries_are_reproducible_and_the_default_beats_random_search(space_file):

@@ -66,7 +66,8 @@ def load(path: str | Path) -> RecordedSpace:
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.GzipFile(fileobj=io.BytesIO(raw)).read(MAX_BYTES + 1)
         if len(raw) > MAX_BYTES:
-            raise RecordingError(f"{path}: over {MAX_BYTES >> 20} MiB uncompressed, too large for a recorded space")
+            raise RecordingError(f"{path}: over {MAX_BYTES >> 20} MiB uncompressed, too large for a recorded space; "
+                                 "for a tuner sweep, replay its .jsonl file, not its Kernel Tuner export")
         text = raw.decode()
     except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error):
         raise RecordingError(f"{path}: neither JSON nor gzipped JSON") from None
@@ -111,6 +112,8 @@ def _from_kernel_tuner(path: Path, document) -> RecordedSpace:
         raise RecordingError(f"{path}: not a Kernel Tuner cache file (its top level is not an object)")
     try:
         names = list(document["tune_params_keys"])
+        if len(set(names)) != len(names):
+            raise RecordingError(f"{path}: its tune_params_keys name a parameter twice: {names}")
         domains = {name: _ordered(document["tune_params"][name]) for name in names}
         entries = document["cache"]
         results = {}
@@ -122,7 +125,7 @@ def _from_kernel_tuner(path: Path, document) -> RecordedSpace:
             cost = sum(entry.get(field) or 0 for field in ("compile_time", "verification_time", "benchmark_time")) / 1e3
             if isinstance(time, str):
                 results[key] = Result(None, time, cost)
-            elif isinstance(time, (int, float)) and math.isfinite(time) and time > 0:
+            elif _positive_seconds(time) and time / 1e3 > 0:  # milliseconds, which may round to 0 s
                 results[key] = Result(time / 1e3, "", cost)
             else:
                 results[key] = Result(None, f"time {time!r}", cost)
@@ -132,6 +135,11 @@ def _from_kernel_tuner(path: Path, document) -> RecordedSpace:
         raise RecordingError(f"{path}: not a Kernel Tuner cache file (a field of the wrong type: {error})") from None
     return RecordedSpace(f"{document.get('kernel_name', path.name)} on {document.get('device_name', '?')}",
                          domains, results)
+
+
+def _positive_seconds(value) -> bool:
+    """Whether `value` is a time a search can compare: a finite number above 0 (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def _ordered(domain: list) -> tuple:
@@ -158,10 +166,13 @@ def _from_sweep(path: Path, text: str) -> RecordedSpace:
         space = Space.of(get_backend(header["device"]["backend"]), dtype)
         domains = space.domains()
         results = {}
-        for row in lines[1:]:
+        for number, row in enumerate(lines[1:], start=2):
             key = tuple(row["config"][name] for name in domains)
             cost = sum(row.get(field) or 0 for field in ("compile_seconds", "load_seconds", "verification_seconds"))
             if row["status"] == "ok":
+                if not _positive_seconds(row["median_seconds"]):
+                    raise RecordingError(f"{path}: line {number}: median_seconds must be a positive number of "
+                                         f"seconds, not {row['median_seconds']!r}")
                 results[key] = Result(row["median_seconds"], "", cost + sum(row["times"]))
             else:
                 results[key] = Result(None, row["status"], cost)

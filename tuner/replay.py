@@ -50,7 +50,8 @@ def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int 
     def duplicate(trial, key):
         answer(study, trial, Kind.DUPLICATE, history[key], 0.0 if history[key] else 1.0)
 
-    while len(run.best_seconds) < trials and unmeasured_in_a_row < MAX_UNMEASURED_IN_A_ROW:
+    while (len(run.best_seconds) < trials and len(history) < len(space.results)
+           and unmeasured_in_a_row < MAX_UNMEASURED_IN_A_ROW):  # the space may run out first
         trial = study.ask()
         key = tuple(suggest(trial, space.domains)[name] for name in names)
         result = space.results.get(key)
