@@ -190,6 +190,18 @@ def test_a_study_name_is_bound_to_its_device_and_problem(tmp_path):
         Search(open_runtime(CUDA, simulate=True), Problem(32, 32, 32), root=tmp_path, name="shared")
 
 
+@pytest.mark.parametrize("directions, trials", [(["minimize"], 2), (["maximize"], 1), (["maximize", "minimize"], 0)],
+                         ids=["minimized", "with trials", "two objectives"])
+def test_a_study_that_is_not_a_tuner_search_is_refused_and_left_as_it_was(tmp_path, directions, trials):
+    storage = f"sqlite:///{tmp_path / 'theirs.db'}"
+    theirs = optuna.create_study(storage=storage, study_name="theirs", directions=directions)
+    for value in range(trials):
+        theirs.add_trial(optuna.trial.create_trial(value=float(value), params={}, distributions={}))
+    with pytest.raises(ValueError, match="study .theirs. in this storage is not a tuner search .*; choose another --study name"):
+        _search(tmp_path, storage=storage, name="theirs")
+    assert len(optuna.load_study(study_name="theirs", storage=storage).trials) == trials
+
+
 def test_a_database_storage_gets_heartbeats_and_claims(tmp_path):
     search = _search(tmp_path, storage=f"sqlite:///{tmp_path / 'study.db'}", heartbeat=3)
     outcome = search.run(trials=None, timeout=None, budget=2)

@@ -89,12 +89,7 @@ class Search:
         self.study.sampler = make_sampler(
             sampler, (seed + len(self.study.trials) + zlib.crc32(worker_name().encode())) % 2**32, domains, valid)
         identity = {"fingerprint": runtime.device.fingerprint, "problem": problem.key}
-        held = self.study.user_attrs.get("identity", identity)
-        if held != identity:
-            raise ValueError(f"study {self.study.study_name!r} holds {held['problem']} on device "
-                             f"{held['fingerprint']}, not {problem.key} on {identity['fingerprint']}; "
-                             "choose another --study name")
-        self.study.set_user_attr("identity", identity)
+        self._claim(identity)
         self.shared.recover(self.study)
         self._asked = {}  # number -> trial, for every trial asked for and not yet told
         self._pending = deque()  # (trial, config, key) asked for, compiling ahead, not yet measured
@@ -105,6 +100,21 @@ class Search:
                         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                         if is_measured(trial)}
         self.ceilings = Ceilings.where_countable(runtime, self.space, root)
+
+    def _claim(self, identity: dict) -> None:
+        """Mark the study as this device's and problem's search; ValueError naming the study if it
+        is another's: another device's or problem's, or not tuner's (trials without a mark, or
+        another direction than tuner's one, maximized)."""
+        held, name = self.study.user_attrs.get("identity"), self.study.study_name
+        if held is None and (self.study.trials or self.study.directions != [optuna.study.StudyDirection.MAXIMIZE]):
+            raise ValueError(f"study {name!r} in this storage is not a tuner search (it has trials or objectives "
+                             "tuner did not make); choose another --study name")
+        if held is not None and held != identity:
+            holds = (f"{held.get('problem')} on device {held.get('fingerprint')}" if isinstance(held, dict)
+                     else "another search")
+            raise ValueError(f"study {name!r} holds {holds}, not {identity['problem']} on {identity['fingerprint']}; "
+                             "choose another --study name")
+        self.study.set_user_attr("identity", identity)
 
     def _check_writable(self) -> None:
         """Stop before anything is measured where the record or the kernel files could not be
