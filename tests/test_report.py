@@ -55,6 +55,7 @@ def test_report_writes_a_page_and_its_figures(searched, tmp_path, capsys):
     printed = capsys.readouterr().out
     page = (out / "report.html").read_text()
     assert f"report: {out / 'report.html'}" in printed
+    assert f"skipped: {bench / 'old' / 'versus_cublas.json'}: unreadable (JSONDecodeError" in printed
     for name in FIGURES:
         png = (out / f"{name}.png").read_bytes()
         assert png.startswith(PNG) and len(png) > 5000, name
@@ -82,6 +83,26 @@ def test_report_refuses_a_bench_path_that_does_not_exist(searched, tmp_path, cap
     err = capsys.readouterr().err
     assert f"--bench {missing}: no such file or folder" in err and err.count("\n") == 1, err
     assert not (tmp_path / "report").exists()
+
+
+def test_report_skips_a_file_in_the_studies_folder_that_is_not_a_journal(searched, tmp_path):
+    root, _ = searched
+    notes = root / "studies" / "notes.journal"
+    notes.write_text("my notes\n")
+    try:
+        with pytest.warns(UserWarning, match=f"tuner: skipping {notes}: it is not a study journal"):
+            assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path / "report")]) == 0
+    finally:
+        notes.unlink()
+
+
+def test_a_study_name_in_two_journals_is_reported_from_the_latest(tmp_path):
+    for backend, size in (("cuda", "16"), ("roc", "8")):
+        assert main(["search", "--backend", backend, "--simulate", "--shape", size, size, size, "--trials", "1",
+                     "--study", "S", "--cache-dir", str(tmp_path)]) == 0
+    assert main(["report", "--study", "S", "--cache-dir", str(tmp_path), "--out", str(tmp_path / "report")]) == 0
+    journals = re.findall(r"[\w-]+\.journal", (tmp_path / "report" / "report.html").read_text())
+    assert journals and all(journal.startswith("roc-") for journal in journals), journals
 
 
 def test_show_source_prints_the_best_configurations_kernel(searched, capsys):

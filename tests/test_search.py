@@ -197,7 +197,7 @@ def test_a_study_that_is_not_a_tuner_search_is_refused_and_left_as_it_was(tmp_pa
     theirs = optuna.create_study(storage=storage, study_name="theirs", directions=directions)
     for value in range(trials):
         theirs.add_trial(optuna.trial.create_trial(value=float(value), params={}, distributions={}))
-    with pytest.raises(ValueError, match="study .theirs. in this storage is not a tuner search .*; choose another --study name"):
+    with pytest.raises(ValueError, match="study .theirs. in this storage is not a tuner search .*; choose another"):
         _search(tmp_path, storage=storage, name="theirs")
     assert len(optuna.load_study(study_name="theirs", storage=storage).trials) == trials
 

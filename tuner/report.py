@@ -34,6 +34,7 @@ class Report:
     page: Path
     figures: list[Figure] = field(default_factory=list)
     not_drawn: dict[str, str] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # files it could not read, each with why
 
 
 @functools.cache
@@ -98,7 +99,7 @@ def write_report(root: Path, out: Path, *, study_name: str | None = None, storag
     runs = StudyTrials.of(study, catalog)
     results, bench_skipped = bench_results(bench)
     figures, not_drawn = draw(runs, [stored.record for stored in catalog.stored], results, root)
-    report = Report(out / "report.html", figures, not_drawn)
+    report = Report(out / "report.html", figures, not_drawn, skipped + bench_skipped)
     for figure in figures:
         (out / f"{figure.name}.png").write_bytes(figure.png)
     report.page.write_text(_page().render(

@@ -1,6 +1,7 @@
 """The studies a search leaves, as `tuner report` and the end of `tuner search` read them: finding
 one, sorting its trials by what became of them, and counting its failures by reason."""
 import re
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
@@ -10,6 +11,7 @@ import optuna
 from optuna.trial import TrialState
 
 from .cache import Catalog
+from .journal import JournalError
 from .record import Record
 from .simulator import CLOCK as SIMULATED
 from .space import SEED
@@ -41,31 +43,34 @@ def failure_reasons(trials) -> Counter:
 
 
 def find_study(root: Path, storage: str | None, name: str | None) -> tuple[optuna.Study, str, list[str]]:
-    """The study named `name`, else the one most recently worked on, from `storage` (an Optuna
-    URL or a journal file) or every journal under the cache's studies/; with its storage's label
-    (what optuna-dashboard opens) and the names of the other studies found."""
+    """The study named `name` (the latest worked on, if several journals hold one of that name),
+    else the one most recently worked on, from `storage` (an Optuna URL or a journal file) or every
+    journal under the cache's studies/ (a file there that is not a journal is skipped with a
+    warning); with its storage's label (what optuna-dashboard opens) and the names of the other
+    studies found."""
     if storage:
         if "://" not in storage and not Path(storage).is_file():
             raise ValueError(f"--storage {storage!r} is not a file; pass a journal file or an Optuna storage URL")
         storages = {redacted(storage): open_storage(storage)}
         where = redacted(storage)
     else:
-        journals = sorted((root / "studies").glob("*.journal"))
-        storages = {str(path): open_storage(str(path)) for path in journals}
-        where = str(root / "studies")
+        storages, where = {}, str(root / "studies")
+        for path in sorted((root / "studies").glob("*.journal")):
+            try:
+                storages[str(path)] = open_storage(str(path))
+            except JournalError:  # a file of the user's that happens to end in .journal
+                warnings.warn(f"tuner: skipping {path}: it is not a study journal", stacklevel=2)
     found = [(label, summary.study_name) for label, opened in storages.items()
              for summary in optuna.get_all_study_summaries(opened, include_best_trial=False)]
     if not found:
         raise ValueError(f"no study in {where}: run `tuner search` first, or pass --cache-dir or --storage")
-    if name is not None:
-        matches = [(label, study) for label, study in found if study == name]
-        if not matches:
-            raise ValueError(f"no study named {name!r} in {where}; "
-                             f"the studies there are: {', '.join(study for _, study in found)}")
-        label, name = matches[0]
-    else:
-        label, name = max(found, key=lambda pair: _last_activity(optuna.load_study(
-            study_name=pair[1], storage=storages[pair[0]])))
+    candidates = found if name is None else [(label, study) for label, study in found if study == name]
+    if not candidates:
+        raise ValueError(f"no study named {name!r} in {where}; "
+                         f"the studies there are: {', '.join(study for _, study in found)}")
+    # The latest worked on, also of studies of one name in several journals (one per device).
+    label, name = max(candidates, key=lambda pair: _last_activity(optuna.load_study(
+        study_name=pair[1], storage=storages[pair[0]])))
     others = [study for _, study in found if study != name]
     return optuna.load_study(study_name=name, storage=storages[label]), label, others
 

@@ -20,6 +20,8 @@ def _report(args) -> int:
               f"in {report.page.parent.resolve()}")
     for title, why in report.not_drawn.items():
         print(f"not drawn: {title}: {why}")
+    for reason in report.skipped:
+        print(f"skipped: {reason}")
     return 0
 
 
