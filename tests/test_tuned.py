@@ -204,10 +204,21 @@ def test_a_record_moved_into_this_devices_folder_is_not_used(cache_dir):
     assert not kernel.tuned
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.dtype("float32"), "float32"], ids=["type", "dtype", "name"])
+@pytest.mark.parametrize("dtype", [np.float32, np.dtype("float32"), "float32", "f4", "single"],
+                         ids=["type", "dtype", "name", "code", "alias"])
 def test_get_kernel_takes_numpy_dtypes(cache_dir, dtype):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", tuner.UntunedWarning)
         assert tuner.get_kernel(4, 4, 4, dtype).problem.dtype == "float32"
     with pytest.raises(TypeError, match="dtype must be a NumPy dtype or its name, such as 'float32', not 5"):
         tuner.get_kernel(4, 4, 4, 5)
+    with pytest.raises(TypeError, match="dtype must be a NumPy dtype or its name, such as 'float32', not None"):
+        tuner.get_kernel(4, 4, 4, None)  # NumPy would read it as float64
+
+
+def test_get_kernel_names_its_own_cache_dir_argument_in_errors(tmp_path):
+    with pytest.raises(TypeError, match="cache_dir= must be a path, not int"):
+        tuner.get_kernel(4, 4, 4, cache_dir=5)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match=f"cache_dir={tmp_path / 'file'} is not a directory"):
+        tuner.get_kernel(4, 4, 4, cache_dir=tmp_path / "file")

@@ -42,11 +42,13 @@ def user_path(given: str | os.PathLike) -> Path:
     return Path(os.path.expanduser(given))
 
 
-def cache_dir(override: str | os.PathLike | None = None) -> Path:
-    """--cache-dir if given, else $TUNER_CACHE_DIR, else the user's cache directory; ValueError
-    if that is something other than a directory."""
+def cache_dir(override: str | os.PathLike | None = None, option: str = "--cache-dir ") -> Path:
+    """--cache-dir if given (the `option` that gave it, for messages), else $TUNER_CACHE_DIR, else
+    the user's cache directory; ValueError if that is something other than a directory."""
+    if override is not None and not isinstance(override, (str, os.PathLike)):
+        raise TypeError(f"{option.strip()} must be a path, not {type(override).__name__}")
     if override:
-        root, given = user_path(override), f"--cache-dir {override}"
+        root, given = user_path(override), f"{option}{override}"
     elif os.environ.get("TUNER_CACHE_DIR"):
         root, given = user_path(os.environ["TUNER_CACHE_DIR"]), f"TUNER_CACHE_DIR={os.environ['TUNER_CACHE_DIR']}"
     else:

@@ -21,6 +21,7 @@ import numpy as np
 from . import arrays, cache, record
 from .config import Tiling
 from .devices import software_changes
+from .dtypes import PRECISIONS
 from .kernel import Kernel, kernel_dir, load
 from .measure import verify_config
 from .problem import Problem
@@ -210,7 +211,7 @@ def _library(backend: str | None, cache_dir) -> Library:
                 raise NoGPU(f"no GPU here ({reason}); tuner.matmul needs one, or, to try it on Numba's CUDA simulator "
                             "(slow: small matrices only), set NUMBA_ENABLE_CUDASIM=1 before starting Python") from None
         runtime = _runtimes[backend]
-        root = cache.cache_dir(cache_dir)
+        root = cache.cache_dir(cache_dir, option="cache_dir=")
         key = (runtime.device.fingerprint, root)
         if key not in _libraries:
             _libraries[key] = Library.load(runtime, root)
@@ -245,12 +246,18 @@ def get_kernel(m: int, n: int, k: int, dtype: str = "float32", *, backend: str |
 
 
 def _dtype_name(dtype) -> str:
-    """The name of a dtype given as a name, a NumPy dtype or a scalar type (np.float32)."""
-    if isinstance(dtype, str):
+    """The name of a dtype given as a precision's name ('tf32'), a NumPy dtype, its name or code
+    ('single', 'f4'), or a scalar type (np.float32); a string NumPy does not know is returned as
+    given, for Problem to refuse by name."""
+    if isinstance(dtype, str) and dtype in PRECISIONS:
         return dtype
+    if dtype is None:  # NumPy would take it as float64
+        raise TypeError("dtype must be a NumPy dtype or its name, such as 'float32', not None")
     try:
         return np.dtype(dtype).name
     except TypeError:
+        if isinstance(dtype, str):
+            return dtype
         raise TypeError(f"dtype must be a NumPy dtype or its name, such as 'float32', not {dtype!r}") from None
 
 
