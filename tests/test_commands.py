@@ -114,6 +114,9 @@ def test_listing_a_cache_directory_that_does_not_exist_says_so(tmp_path, capsys,
     monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path / "typo2"))
     assert main(["list"]) == 0
     assert f"TUNER_CACHE_DIR={tmp_path / 'typo2'} does not exist" in capsys.readouterr().err
+    (tmp_path / "records").write_text("a file where a folder should be")
+    assert main(["list", "--cache-dir", str(tmp_path)]) == 0
+    assert f"{tmp_path / 'records'} is not a folder: only the shipped records are shown" in capsys.readouterr().err
 
 
 def test_an_unreadable_record_is_skipped_with_a_warning(tmp_path, capsys):
