@@ -93,7 +93,9 @@ def test_the_kinds_of_an_earlier_journal_still_count(tmp_path):
     """Earlier releases stored each kind as a plain string: those trials still count as measured,
     passed and spent budget."""
     path = tmp_path / "old.journal"
+    runtime = open_runtime(CUDA, simulate=True)
     study = optuna.create_study(storage=SharedStorage(None, path).storage, study_name="old", direction="maximize")
+    study.set_user_attr("identity", {"fingerprint": runtime.device.fingerprint, "problem": "float32-16x16x16"})
     for kind, status, block_m in (("measured", "ok", 32), ("measured", "wrong", 64), ("invalid", None, 16),
                                   ("duplicate", None, 32)):
         study.enqueue_trial({"block_m": block_m})
@@ -107,7 +109,6 @@ def test_the_kinds_of_an_earlier_journal_still_count(tmp_path):
     assert [passed(t) for t in trials] == [True, False, False, False]
     assert [Kind(t.user_attrs["kind"]) for t in trials] == [Kind.MEASURED, Kind.MEASURED, Kind.INVALID,
                                                              Kind.DUPLICATE]
-    search = Search(open_runtime(CUDA, simulate=True), Problem(16, 16, 16), root=tmp_path, storage=str(path),
-                    name="old")
+    search = Search(runtime, Problem(16, 16, 16), root=tmp_path, storage=str(path), name="old")
     assert search.shared.measured_count(search.study) == 2 and search.best_gflops() == 1.0
     assert search.shared.claim(search.study, 2) == SPENT
