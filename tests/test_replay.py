@@ -126,8 +126,9 @@ def test_a_sweep_row_without_a_positive_time_is_refused_by_its_line(tmp_path, se
     header = {"header": {"device": {"backend": "cuda", "name": "Made-up GPU"}, "problem": "float32-64x64x64"}}
     row = {"config": Config().as_dict(), "status": "ok", "median_seconds": seconds, "times": [1e-3]}
     path = tmp_path / "sweep.jsonl"
-    path.write_text(json.dumps(header) + "\n" + json.dumps(row) + "\n")
-    with pytest.raises(recorded.RecordingError, match="line 2: median_seconds must be a positive number of seconds"):
+    path.write_text(json.dumps(header) + "\n\n" + json.dumps(row) + "\n")  # the blank line counts
+    with pytest.raises(recorded.RecordingError, match=r"^\S+: line 3: median_seconds must be a positive number of "
+                                                      r"seconds, not"):
         recorded.load(path)
 
 

@@ -12,7 +12,7 @@ from tuner.backends import get_backend
 from tuner.cli import main
 from tuner.source import render
 from tuner.space import Space
-from tuner.studies import failure_reasons
+from tuner.studies import failure_reasons, find_study
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("history", "importances", "tiles", "records", "bench-0")
@@ -94,6 +94,16 @@ def test_report_skips_a_file_in_the_studies_folder_that_is_not_a_journal(searche
             assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path / "report")]) == 0
     finally:
         notes.unlink()
+
+
+def test_report_refuses_a_damaged_journal_naming_it(tmp_path):
+    assert main(["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--trials", "1",
+                 "--cache-dir", str(tmp_path)]) == 0
+    [journal] = (tmp_path / "studies").glob("*.journal")
+    lines = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b"".join([*lines[:2], b"garbage line\n", *lines[2:]]))
+    with pytest.raises(ValueError, match="holds a line that is no Optuna journal entry"):
+        find_study(tmp_path, None, None)
 
 
 def test_a_study_name_in_two_journals_is_reported_from_the_latest(tmp_path):

@@ -40,8 +40,8 @@ class Call:
     dtype: str
     out: object  # what the caller passed as out, if anything
     model: object  # the caller's first device operand, whose kind a new result takes; None for NumPy
-    alpha: float  # alpha and beta in the precision the product is computed in
-    beta: float
+    alpha: np.floating  # alpha and beta, checked, in the precision the product is computed in
+    beta: np.floating
     stream: object = 0  # the exporter's stream, so that the caller's later work is ordered after ours
 
     def result(self):

@@ -23,6 +23,11 @@ class JournalError(ValueError):
     """A --storage file that cannot be used as a journal; the message names it and says what to do."""
 
 
+class NotAJournal(JournalError):
+    """A path that holds something other than a study journal (a folder, or a file whose first
+    line is no journal entry), as opposed to a journal that is damaged."""
+
+
 class JournalRepairedWarning(UserWarning):
     """Torn bytes were moved out of a study's journal; the study goes on without them."""
 
@@ -54,12 +59,12 @@ def check(path: Path, label: str) -> None:
         raise JournalError(f"{label}: its directory {path.parent} does not exist; create it, or give a "
                            "journal path in an existing directory")
     if path.exists() and not path.is_file():
-        raise JournalError(f"{label} is not a file; give a journal file path")
+        raise NotAJournal(f"{label} is not a file; give a journal file path")
     if path.exists() and path.stat().st_size:
         with open(path, "rb") as file:
             first = file.readline(1 << 20)  # a first line longer than this passes as a torn one
         if not (_entry(first.rstrip(b"\r\n")) or (not first.endswith(b"\n") and _torn(first))):
-            raise JournalError(f"{label} is not an Optuna journal (its first line is not a journal entry); "
+            raise NotAJournal(f"{label} is not an Optuna journal (its first line is not a journal entry); "
                                "give a new file name, or the journal of an existing study")
 
 

@@ -192,13 +192,15 @@ class Kernel:
         """Launch on arrays already shaped and typed for this kernel: C = alpha*A@B + beta*C."""
         self.bind(A, B, C, alpha, beta)()
 
-    def bind(self, A, B, C, alpha=1.0, beta=0.0, stream=0):
+    def bind(self, A, B, C, alpha=1.0, beta=0.0, stream=0, *, checked=False):
         """A no-argument launch on `stream` (0: the default one), with the operands and scalars
-        checked and the grids worked out once, so that repeated launches pay only Numba's dispatch.
-        A product that outgrows one grid runs as several launches (Family.parts)."""
-        accumulate = np.dtype(self.space.precision.accumulate).type
-        alpha, beta = scalar("alpha", alpha, accumulate), scalar("beta", beta, accumulate)
-        self.check_operands(A, B, C)
+        checked (unless the caller has: `checked`) and the grids worked out once, so that repeated
+        launches pay only Numba's dispatch. A product that outgrows one grid runs as several
+        launches (Family.parts)."""
+        if not checked:
+            accumulate = np.dtype(self.space.precision.accumulate).type
+            alpha, beta = scalar("alpha", alpha, accumulate), scalar("beta", beta, accumulate)
+            self.check_operands(A, B, C)
         parts = self.space.family.parts(A, B, C, self.config, self.space.backend.limits.grid_rows)
         if len(parts) == 1:
             configured = self.function[self.grid(C.shape), self.block, stream]

@@ -156,17 +156,17 @@ def _from_sweep(path: Path, text: str) -> RecordedSpace:
     from .space import Space
 
     try:
-        lines = [line for line in text.splitlines() if line.strip()]
+        lines = [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
         if not text.endswith("\n"):
             lines = lines[:-1]  # cut off mid-line by a sweep that was killed
-        lines = [json.loads(line) for line in lines]
-        header = lines[0]["header"]
+        lines = [(number, json.loads(line)) for number, line in lines]
+        header = lines[0][1]["header"]
         name = f"tuner {header['problem']} on {header['device']['name']}"
         dtype = header["problem"].rpartition("-")[0]  # the key is dtype-MxNxK, and a dtype may hold a dash
         space = Space.of(get_backend(header["device"]["backend"]), dtype)
         domains = space.domains()
         results = {}
-        for number, row in enumerate(lines[1:], start=2):
+        for number, row in lines[1:]:
             key = tuple(row["config"][name] for name in domains)
             cost = sum(row.get(field) or 0 for field in ("compile_seconds", "load_seconds", "verification_seconds"))
             if row["status"] == "ok":
@@ -176,6 +176,8 @@ def _from_sweep(path: Path, text: str) -> RecordedSpace:
                 results[key] = Result(row["median_seconds"], "", cost + sum(row["times"]))
             else:
                 results[key] = Result(None, row["status"], cost)
+    except RecordingError:
+        raise  # a sweep file with a bad row, which names the row
     except (json.JSONDecodeError, KeyError, TypeError, IndexError, ValueError, AttributeError, RecursionError) as error:
         raise RecordingError(f"{path}: not a tuner sweep file ({type(error).__name__}: {error})") from None
     return RecordedSpace(name, domains, results)

@@ -279,6 +279,8 @@ def make_sampler(name: str, seed: int, domains: dict[str, tuple], valid,
     of values in `domains` order) is valid; only `local` asks, and only it takes `options`."""
     if name == "local":
         return LocalSearchSampler(domains, valid, seed, options)
+    if options != Options():
+        raise ValueError(f"the {name} sampler takes no options; only local does")
     return OPTUNA_SAMPLERS[name](seed)
 
 

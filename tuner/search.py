@@ -89,7 +89,7 @@ class Search:
         self.study.sampler = make_sampler(
             sampler, (seed + len(self.study.trials) + zlib.crc32(worker_name().encode())) % 2**32, domains, valid)
         identity = {"fingerprint": runtime.device.fingerprint, "problem": problem.key}
-        self._claim(identity)
+        self._mark(identity)
         self.shared.recover(self.study)
         self._asked = {}  # number -> trial, for every trial asked for and not yet told
         self._pending = deque()  # (trial, config, key) asked for, compiling ahead, not yet measured
@@ -101,12 +101,13 @@ class Search:
                         if is_measured(trial)}
         self.ceilings = Ceilings.where_countable(runtime, self.space, root)
 
-    def _claim(self, identity: dict) -> None:
+    def _mark(self, identity: dict) -> None:
         """Mark the study as this device's and problem's search; ValueError naming the study if it
         is another's: another device's or problem's, or not tuner's (trials without a mark, or
         another direction than tuner's one, maximized)."""
         held, name = self.study.user_attrs.get("identity"), self.study.study_name
-        if held is None and (self.study.trials or self.study.directions != [optuna.study.StudyDirection.MAXIMIZE]):
+        if held is None and (self.study.get_trials(deepcopy=False)
+                             or self.study.directions != [optuna.study.StudyDirection.MAXIMIZE]):
             raise ValueError(f"study {name!r} in this storage is not a tuner search (it has trials or objectives "
                              "tuner did not make); choose another --study name")
         if held is not None and held != identity:

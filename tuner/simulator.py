@@ -20,10 +20,12 @@ ARCH = "simulator"  # the architecture in the simulator's device description
 SHAPE = (32, 32, 32)
 TRIALS = 6
 
-# The simulator runs one Python thread per GPU thread, so a launch costs some 0.11-0.16 s per unit
-# of work: a block of the default tile (64x64 in 256 threads) is BLOCK_STEPS units, and each of its
-# 8-deep k-steps one more (bench/results/simulator_cost.json). Beyond a 128-cubed product's work
-# (76 units, 10 s) a launch may take minutes.
+# The simulator runs one Python thread per GPU thread. A launch of the default configuration
+# (64x64 blocks of 256 threads) costs some 0.10-0.13 s per unit of work, a fitted model: each block
+# is BLOCK_STEPS units, and each 8 of k one more per block (bench/results/simulator_cost.json).
+# Beyond a 128-cubed product's work (76 units, 8 s) a launch may take minutes. The work is counted
+# at that tile: a configuration of smaller tiles runs more threads and costs more (the seed's
+# 16x16 blocks of 256 threads, 6.6 times as much at 64 cubed).
 TILE, K_STEP, BLOCK_STEPS = 64, 8, 3
 
 # jit options that only steer register allocation; the simulator's jit does not accept them.
@@ -98,7 +100,7 @@ def elapsed(launch) -> float:
 
 
 def work(problem: Problem) -> int:
-    """What a launch for `problem` costs the simulator, in k-steps of a block of the default tile."""
+    """What a launch of the default configuration for `problem` costs the simulator, in the units above."""
     blocks = problem.products * -(-problem.m // TILE) * -(-problem.n // TILE)
     return blocks * (-(-problem.k // K_STEP) + BLOCK_STEPS)
 
@@ -110,5 +112,5 @@ def too_slow(problem: Problem) -> str:
     """Why `problem` would take minutes or more on the simulator, or "" if it would not."""
     if work(problem) > MAX_WORK:
         return (f"{problem.shape_text} is too large for the simulator, which runs one Python thread per GPU "
-                "thread (at most the work of a 128x128x128 product, in tiles of 64x64x8; a GPU takes more)")
+                "thread (at most the work of a 128x128x128 product, counted in 64x64 blocks; a GPU takes more)")
     return ""

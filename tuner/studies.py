@@ -11,7 +11,7 @@ import optuna
 from optuna.trial import TrialState
 
 from .cache import Catalog
-from .journal import JournalError
+from .journal import NotAJournal
 from .record import Record
 from .simulator import CLOCK as SIMULATED
 from .space import SEED
@@ -46,8 +46,8 @@ def find_study(root: Path, storage: str | None, name: str | None) -> tuple[optun
     """The study named `name` (the latest worked on, if several journals hold one of that name),
     else the one most recently worked on, from `storage` (an Optuna URL or a journal file) or every
     journal under the cache's studies/ (a file there that is not a journal is skipped with a
-    warning); with its storage's label (what optuna-dashboard opens) and the names of the other
-    studies found."""
+    warning, a damaged journal refused); with its storage's label (what optuna-dashboard opens)
+    and the names of the other studies found."""
     if storage:
         if "://" not in storage and not Path(storage).is_file():
             raise ValueError(f"--storage {storage!r} is not a file; pass a journal file or an Optuna storage URL")
@@ -58,7 +58,7 @@ def find_study(root: Path, storage: str | None, name: str | None) -> tuple[optun
         for path in sorted((root / "studies").glob("*.journal")):
             try:
                 storages[str(path)] = open_storage(str(path))
-            except JournalError:  # a file of the user's that happens to end in .journal
+            except NotAJournal:  # a file of the user's that happens to end in .journal; a damaged journal stops
                 warnings.warn(f"tuner: skipping {path}: it is not a study journal", stacklevel=2)
     found = [(label, summary.study_name) for label, opened in storages.items()
              for summary in optuna.get_all_study_summaries(opened, include_best_trial=False)]

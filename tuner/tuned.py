@@ -283,5 +283,6 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, precision=None):
             raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
         with _lock:
             kernel = library.kernel(problem).kernel
-        kernel.bind(*call.family.kernel_operands(call.A, call.B), call.C, call.alpha, call.beta, call.stream)()
+        kernel.bind(*call.family.kernel_operands(call.A, call.B), call.C, call.alpha, call.beta, call.stream,
+                    checked=True)()
     return call.result()

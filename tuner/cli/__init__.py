@@ -70,7 +70,8 @@ def main(argv=None) -> int:
         return args.run(args) or 0
     except BrokenPipeError:  # the reader of our output left (`tuner list | head`): stop quietly, as Unix tools do
         with contextlib.suppress(OSError, ValueError):  # a stdout with no file behind it has nothing to flush
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            descriptor = sys.stdout.fileno()
+            os.dup2(os.open(os.devnull, os.O_WRONLY), descriptor)
         return 141
     except KeyboardInterrupt as stop:
         terminated = isinstance(stop, Terminated)

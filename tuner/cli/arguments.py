@@ -67,5 +67,5 @@ def _study_name(text: str) -> str:
     from ..schema import MAX_TEXT
 
     if not text or len(text) > MAX_TEXT:
-        raise argparse.ArgumentTypeError(f"must be a name of 1 to {MAX_TEXT} characters, not one of {len(text)}")
+        raise argparse.ArgumentTypeError(f"must be a name of 1 to {MAX_TEXT} characters, not {len(text)} characters")
     return text

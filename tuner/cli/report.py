@@ -32,6 +32,7 @@ def add_parsers(subparsers) -> None:
     add_storage(report, "the journals in the cache")
     report.add_argument("--out", metavar="DIR", type=_path, help="where to write report.html and the figures (default: "
                         "tuner-report in the current directory)")
-    report.add_argument("--bench", metavar="PATH", help="a versus_cublas.json, or a folder searched for them "
-                        "(default: the repository's bench/results)")
+    report.add_argument("--bench", metavar="PATH", type=_path,
+                        help="a versus_cublas.json, or a folder searched for them (default: the repository's "
+                             "bench/results)")
     report.set_defaults(run=_report)

@@ -3,8 +3,9 @@
     [TUNER_ROOT=DIR] python run.py OUT.jsonl EVALUATIONS FIRST_SEED END_SEED SPACES VARIANTS
 
 SPACES: comma-separated names of ../shared/data files without `benchmark_hub_` and `.json.gz`.
-VARIANTS: JSON, name -> {"constants": {tuner/sampler.py's options}} (the names as logged, the
-constants of the time in capitals: GP_SHARE for Options.gp_share), with "adaptive": true to
+VARIANTS: JSON, name -> {"constants": {tuner/sampler.py's settings}} (the names as logged, the
+constants of the time in capitals: GP_SHARE, Options.gp_share in code that has Options), with
+"adaptive": true to
 install adaptive_moves.py over the sampler, or "install": MODULE for another prototype of this
 folder (session 16: fitted_gp, ordinal_tpe). The code replayed is TUNER_ROOT's (a checkout, with
 doubling_density.patch applied for that prototype), this repository's by default. Lines already
@@ -28,7 +29,11 @@ def work(path: str, name: str, spec: dict, seed: int, evaluations: int) -> dict:
 
     if spec.get("adaptive") or spec.get("install"):
         importlib.import_module(spec.get("install", "adaptive_moves")).install()
-    replay_experiment.CANDIDATES[name] = {key.lower(): value for key, value in spec["constants"].items()}
+    import tuner.sampler
+
+    options = hasattr(tuner.sampler, "Options")  # the settings' names: lower case since session 17
+    replay_experiment.CANDIDATES[name] = {key.lower() if options else key: value
+                                          for key, value in spec["constants"].items()}
     row = replay_experiment._run(path, "candidate", name, seed, evaluations)
     row["space"] = Path(path).name
     return row
