@@ -49,16 +49,17 @@ _OWN_KERNEL_DIR = "set TUNER_KERNEL_DIR to a directory of your own (tuner create
 _OWN_NUMBA_CACHE = "unset NUMBA_CACHE_DIR, or set it to a directory of your own"
 
 
-def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR) -> Path:
-    """`directory`, created with mode 700 if new, once checked to be a real directory that no
-    other user can write; UnsafeKernelDirectory saying what is wrong and `remedy` otherwise."""
+def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR, what: str = "the kernel directory") -> Path:
+    """`directory` (`what` it is, in words), created with mode 700 if new, once checked to be a real
+    directory that no other user can write; UnsafeKernelDirectory saying what is wrong and `remedy`
+    otherwise."""
     try:
         cache.make_dirs(directory)
         info = os.lstat(directory)
     except FileExistsError:
         raise UnsafeKernelDirectory(f"{directory} exists and is not a directory; {remedy}") from None
     except OSError as error:
-        raise UnsafeKernelDirectory(f"cannot create the kernel directory {directory} ({error.strerror or error}); "
+        raise UnsafeKernelDirectory(f"cannot create {what} {directory} ({error.strerror or error}); "
                                     f"{remedy}") from None
     problem = ("is a symbolic link" if stat.S_ISLNK(info.st_mode) else
                "is not a directory" if not stat.S_ISDIR(info.st_mode) else
@@ -66,7 +67,7 @@ def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR) -> Path:
                f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})" if info.st_mode & 0o022 else
                _unsafe_ancestor(directory))
     if problem:
-        raise UnsafeKernelDirectory(f"the kernel directory {directory} {problem}; tuner runs generated code only "
+        raise UnsafeKernelDirectory(f"{what} {directory} {problem}; tuner runs generated code only "
                                     f"from a directory that no one else can write: {remedy}")
     return directory
 
@@ -87,7 +88,7 @@ def _numba_cache_dir(directory: Path) -> Path:
     """Where Numba keeps the compiled kernels of the files in the private `directory`, checked
     private too: $NUMBA_CACHE_DIR if set, else the `__pycache__` beside the files."""
     if os.environ.get("NUMBA_CACHE_DIR"):
-        return private_dir(Path(os.environ["NUMBA_CACHE_DIR"]), _OWN_NUMBA_CACHE)
+        return private_dir(Path(os.environ["NUMBA_CACHE_DIR"]), _OWN_NUMBA_CACHE, "Numba's cache directory")
     return private_dir(directory / "__pycache__")
 
 

@@ -3,8 +3,8 @@ own message, since argparse would name the type's function for a value it cannot
 import argparse
 import os
 
-DTYPE_HELP = ("the precision: float32 (default), float64, float16 (float32 accumulate and result), and on cuda "
-              "only the tensor-core ones tf32 (float32 in and out, TF32 multiplies) and float16-tc")
+DTYPE_HELP = ("the precision: float32 (default), float64, and on cuda only float16 (float32 accumulate and "
+              "result) and the tensor-core ones tf32 (float32 in and out, TF32 multiplies) and float16-tc")
 
 
 def add_cache_dir(parser: argparse.ArgumentParser) -> None:
