@@ -190,7 +190,8 @@ def test_a_numba_cache_directory_others_can_write_is_refused(kernels, monkeypatc
     shared.mkdir()
     shared.chmod(0o777)
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(shared))
-    with pytest.raises(UnsafeKernelDirectory, match="Numba.s cache directory .* can be written by other users.*unset NUMBA_CACHE_DIR"):
+    with pytest.raises(UnsafeKernelDirectory,
+                       match="Numba.s cache directory .* can be written by other users.*unset NUMBA_CACHE_DIR"):
         write_source(source, directory)
 
 
