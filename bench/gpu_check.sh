@@ -56,8 +56,10 @@ step() {  # run one command, say how it ended, and pack what there is so far (a 
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   step "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site PATH="/tmp/site/bin:$PATH"
+  echo "tuner at $(cat .whl/COMMIT 2>/dev/null) (the wheel's commit)"
+else  # the tuner installed here runs: this checkout's, as it stands
+  echo "tuner at $(git rev-parse HEAD)$(git status --porcelain --untracked-files=no | grep -q . && echo ' (modified)')"
 fi
-echo "tuner at $(cat .whl/COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null)"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total,compute_mode --format=csv 2>&1 || true
 "$python" -c 'import importlib.metadata as m, sys; print(sys.version)
 for name in ("numba-matmul-tuner", "numba", "numba-cuda", "numpy", "optuna", "jinja2", "cupy-cuda13x", "torch"):
