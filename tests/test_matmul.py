@@ -72,6 +72,18 @@ def test_alpha_and_beta_take_numpy_scalars_as_numpy_does(alpha, beta):
     _close(C, _expected(A, B, float(alpha), float(beta), np.ones((4, 5))), "float64")
 
 
+def test_threads_may_share_tuner_matmul():
+    """Numba's simulator keeps a launch's thread state for the whole process: tuner launches one
+    at a time there, so that callers' threads do not mix up (on a GPU they run as they come)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    operands = [_operands(8 + index, 9, 10 - index, "float64") for index in range(6)]
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda pair: tuner.matmul(*pair), operands))
+    for (A, B), C in zip(operands, results):
+        _close(C, _expected(A, B), "float64")
+
+
 def test_device_operands_give_device_results_in_place():
     A, B = _operands(5, 6, 7)
     result = tuner.matmul(cuda.to_device(A), cuda.to_device(B))

@@ -147,3 +147,20 @@ def test_a_record_written_by_the_previous_release_is_listed_and_re_verified(tmp_
     assert renewed.best.config in cache.read_record(path).configs
     assert main(["list", "--cache-dir", str(tmp_path)]) == 0
     assert f"{HERE.slug}/float32-24x20x12" in capsys.readouterr().out
+
+
+def test_sigterm_stops_a_regeneration_as_it_stops_a_search(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from processes import answers_ctrl_c
+
+    cache.write_record(cache.record_path(tmp_path, H100.slug, PROBLEM.key), make_record(H100, PROBLEM, [(SMALL, 9e3)]))
+    process = subprocess.Popen([sys.executable, "-m", "tuner", "regenerate", "--simulate", "--trials", "6",
+                                "--cache-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, preexec_fn=answers_ctrl_c)
+    assert process.stderr.readline().startswith("regenerating the cache for")  # SIGTERM is handled from here
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143 and "tuner regenerate: terminated (SIGTERM)" in err and "Traceback" not in err

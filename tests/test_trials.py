@@ -89,6 +89,21 @@ def test_a_second_worker_waits_while_claims_fill_the_budget_then_is_told_it_is_s
     assert decided == [SPENT]
 
 
+@pytest.mark.parametrize("same_start", [True, False], ids=["its worker", "another process with its pid"])
+def test_a_running_trial_is_taken_for_dead_when_its_pid_now_belongs_to_another_process(workers, same_start):
+    """A restarted container gives its search the pid the killed one had: that pid is alive, but
+    started later than the trial's worker, whose trial would otherwise hold its claim for good."""
+    first, second, study, other = workers
+    trial = _asked(first, study, A)
+    assert first.claim(study, 1, trial, config_key(A)) == MEASURE  # the budget's one slot, claimed
+    if not same_start:
+        trial.set_user_attr("worker_started", "1")  # a start before this process's
+    with second.lock.held("s"):
+        second._recover(other)
+    state = other.trials[trial.number].state
+    assert state == (optuna.trial.TrialState.RUNNING if same_start else optuna.trial.TrialState.FAIL)
+
+
 def test_the_kinds_of_an_earlier_journal_still_count(tmp_path):
     """Earlier releases stored each kind as a plain string: those trials still count as measured,
     passed and spent budget."""

@@ -203,14 +203,15 @@ class Kernel:
             alpha, beta = scalar("alpha", alpha, accumulate), scalar("beta", beta, accumulate)
             self.check_operands(A, B, C)
         parts = self.space.family.parts(A, B, C, self.config, self.space.backend.limits.grid_rows)
-        if len(parts) == 1:
-            configured = self.function[self.grid(C.shape), self.block, stream]
-            return lambda: configured(A, B, C, alpha, beta)
         grids = [self.grid(C_part.shape) for _, _, C_part in parts]
+        if len(parts) == 1 and not simulator.simulating():
+            configured = self.function[grids[0], self.block, stream]
+            return lambda: configured(A, B, C, alpha, beta)
 
         def launch():  # configured at each launch: the simulator's kernel keeps only its last configuration
-            for grid, (A_part, B_part, C_part) in zip(grids, parts):
-                self.function[grid, self.block, stream](A_part, B_part, C_part, alpha, beta)
+            with simulator.one_launch_at_a_time():
+                for grid, (A_part, B_part, C_part) in zip(grids, parts):
+                    self.function[grid, self.block, stream](A_part, B_part, C_part, alpha, beta)
         return launch
 
     def compile(self):

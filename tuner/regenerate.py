@@ -18,6 +18,7 @@ from .problem import Problem
 from .record import Record
 from .runtime import Runtime
 from .search import Search
+from .stopping import Terminated
 
 
 @dataclass
@@ -107,6 +108,12 @@ def _reverify(search: Search, old: Record) -> tuple[bool, list[str]]:
     return passed > 0, details
 
 
+def _stop_if_stopped(outcome) -> None:
+    """Stop the regeneration as the search stopped: on Ctrl-C, or on SIGTERM (exit status 143)."""
+    if outcome.interrupted:
+        raise Terminated if outcome.terminated else KeyboardInterrupt
+
+
 def _measure_all(search: Search, configs: list) -> None:
     """Measure every one of `configs` the study has not measured. Trials an interrupted run left
     queued are served first, so this goes on until none of `configs` is left."""
@@ -116,8 +123,7 @@ def _measure_all(search: Search, configs: list) -> None:
         if not pending:
             return
         outcome = search.run(len(pending), None, warm=False)
-        if outcome.interrupted:
-            raise KeyboardInterrupt
+        _stop_if_stopped(outcome)
         if not outcome.measured:
             return
 
@@ -125,8 +131,7 @@ def _measure_all(search: Search, configs: list) -> None:
 def _retune(search: Search, records: list[Record], trials: int, details: list[str]) -> Change:
     """Tune afresh, warm-started from the best configurations of every other GPU."""
     outcome = search.run(trials, None)
-    if outcome.interrupted:
-        raise KeyboardInterrupt
+    _stop_if_stopped(outcome)
     simulated = search.runtime.simulated
     before = [f"{_gflops(found.best.measurement.gflops, found.device.simulated)} on {found.device.name}"
               for found in records]

@@ -8,6 +8,7 @@ import contextlib
 import os
 import platform
 import sys
+import threading
 import time
 from unittest import mock
 
@@ -27,6 +28,8 @@ TRIALS = 6
 # at that tile: a configuration of smaller tiles runs more threads and costs more (the seed's
 # 16x16 blocks of 256 threads, 6.6 times as much at 64 cubed).
 TILE, K_STEP, BLOCK_STEPS = 64, 8, 3
+
+_LAUNCH = threading.Lock()
 
 # jit options that only steer register allocation; the simulator's jit does not accept them.
 _CODEGEN_ONLY_OPTIONS = ("launch_bounds", "max_registers")
@@ -106,6 +109,13 @@ def work(problem: Problem) -> int:
 
 
 MAX_WORK = work(Problem(128, 128, 128))
+
+
+def one_launch_at_a_time():
+    """A hold on the simulator for one launch, where it simulates (nothing otherwise): it keeps a
+    launch's thread state, and a kernel's last configuration, for the whole process, so launches
+    from several threads at once would mix up (tuner.matmul's callers may use threads)."""
+    return _LAUNCH if simulating() else contextlib.nullcontext()
 
 
 def too_slow(problem: Problem) -> str:

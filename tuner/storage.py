@@ -54,6 +54,18 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def started(pid: int) -> str:
+    """When process `pid` started, in clock ticks since boot (from /proc), as a trial's
+    `worker_started` attribute: with the pid, it tells a worker from a later process that was
+    given the same pid (a restarted container's, say). "" where it cannot be read."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = stat_line.rpartition(")")[2].split()  # the command, in parentheses, may hold spaces
+    return fields[19] if len(fields) > 19 else ""
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -178,6 +190,7 @@ class SharedStorage:
     def sign(self, trial) -> None:
         """Mark `trial`, just asked for, as this worker's, with a first heartbeat."""
         trial.set_user_attr("worker", worker_name())
+        trial.set_user_attr("worker_started", started(os.getpid()))
         if self.pinned:
             trial.set_user_attr("pinned", self.pinned)
         self.beat(trial)
@@ -221,13 +234,20 @@ class SharedStorage:
         host, now = socket.gethostname(), datetime.now()
         for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             worker_host, _, pid = trial.user_attrs.get("worker", "").partition(":")
-            # Without heartbeats (a journal file, on one host) a worker is dead when its process is gone.
-            dead = not self.heartbeat and worker_host == host and pid.isdigit() and not _alive(int(pid))
+            # Without heartbeats (a journal file, on one host) a worker is dead when its process is
+            # gone, or when its pid now belongs to a process started at another time.
+            dead = not self.heartbeat and worker_host == host and pid.isdigit() and not self._running(
+                int(pid), trial.user_attrs.get("worker_started", ""))
             unsigned = not worker_host and (now - trial.datetime_start).total_seconds() > self.grace_seconds()
             if dead or unsigned:
                 study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
                 if trial.params:
                     retry(study, trial)
+
+    @staticmethod
+    def _running(pid: int, when: str) -> bool:
+        """Whether the worker process `pid`, started at `when` ("" if unknown), still runs."""
+        return _alive(pid) and (not when or started(pid) in (when, ""))
 
     def enqueue(self, study: optuna.Study, configs: list[dict]) -> list[dict]:
         """Queue the configurations (parameters) the study has neither measured, claimed nor queued;

@@ -3,6 +3,7 @@ import sys
 
 from .. import cache
 from ..backends import BACKENDS
+from ..stopping import stop_on_sigterm
 from .arguments import _positive, _seed, add_cache_dir
 from .search import default_trials, open_device
 
@@ -10,6 +11,7 @@ from .search import default_trials, open_device
 def _regenerate(args) -> int:
     from ..regenerate import regenerate
 
+    stop_on_sigterm(once=True)  # a SIGTERM stops it as Ctrl-C does, with what was measured kept
     runtime = open_device(args.backend, args.simulate)
     trials = args.trials or default_trials(runtime)
     print(f"regenerating the cache for {runtime.device.name} [{runtime.device.fingerprint}]; times are "
