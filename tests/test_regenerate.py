@@ -164,3 +164,28 @@ def test_sigterm_stops_a_regeneration_as_it_stops_a_search(tmp_path):
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 143 and "tuner regenerate: terminated (SIGTERM)" in err and "Traceback" not in err
+
+
+def test_a_regeneration_stopped_halfway_is_finished_by_the_next_run(tmp_path, capsys, monkeypatch):
+    """The first configuration is measured, and a record of this fingerprint written, when Ctrl-C
+    comes: the next run re-verifies the other, rather than calling the product current."""
+    import tuner.regenerate
+
+    cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (Config(), 1.0)]))
+    measure_all = tuner.regenerate._measure_all
+
+    def stopped_after_the_first(search, configs):
+        measure_all(search, configs[:1])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tuner.regenerate, "_measure_all", stopped_after_the_first)
+    assert _regenerate(tmp_path) == 130
+    assert _here(tmp_path).budget.measured == 1
+    monkeypatch.setattr(tuner.regenerate, "_measure_all", measure_all)
+    capsys.readouterr()
+    assert _regenerate(tmp_path) == 0
+    assert "float32-16x16x16: re-verified" in capsys.readouterr().out
+    assert _here(tmp_path).budget.measured == 2
+    assert _regenerate(tmp_path) == 0  # finished now: current
+    assert "float32-16x16x16: current" in capsys.readouterr().out

@@ -8,17 +8,24 @@ brought to the current device's fingerprint:
 - a product tuned only on other GPUs, or whose configurations all fail now, is re-tuned,
   warm-started from the other GPUs' best configurations.
 Both go through a study of the new fingerprint, so a later `tuner search` continues from them.
+That study is marked while its product is regenerated, so that a run stopped halfway (Ctrl-C, a
+kill) is finished by the next one, although it may have written a record of this fingerprint.
 """
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import optuna
 
 from . import cache
 from .devices import software_changes
 from .problem import Problem
 from .record import Record
 from .runtime import Runtime
-from .search import Search
+from .search import Search, study_name
 from .stopping import Terminated
+from .storage import open_storage
+
+REGENERATING = "regenerating"  # the study attribute that marks a regeneration under way
 
 
 @dataclass
@@ -48,7 +55,7 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, say=
     for problem in sorted(known, key=lambda problem: problem.key):
         records = known[problem]
         current = [found for found in records if found.fingerprint == device.fingerprint]
-        if any(found.valid_configs() for found in current):
+        if any(found.valid_configs() for found in current) and not _stopped_halfway(runtime, problem, root):
             changes.append(Change(problem, "current"))
             continue
         refusal = runtime.refuses(problem)
@@ -56,24 +63,44 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, say=
             changes.append(Change(problem, "skipped", [refusal]))
             continue
         search = Search(runtime, problem, root=root, seed=seed)
-        same_gpu = [found for found in records if found.device.model == device.model]
-        details = []
-        if same_gpu:
-            newest = max(same_gpu, key=lambda found: found.finished)
-            changed = f"software: {', '.join(software_changes(newest.device, device)) or 'other versions'}"
-            say(f"{problem.key}: re-verifying what was tuned on this GPU; {changed}")
-            passed, details = _reverify(search, newest)
-            details.insert(0, changed)
-            if passed:
-                changes.append(Change(problem, "re-verified", details))
-                continue
-            details.append("none passes now")
-        if current:
-            details.append("the configurations recorded for this device are no longer valid in this version of tuner")
-        tuned_on = sorted({found.device.name for found in records})
-        say(f"{problem.key}: re-tuning ({trials} variants), tuned before on {', '.join(tuned_on)}")
-        changes.append(_retune(search, records, trials, details))
+        search.study.set_user_attr(REGENERATING, True)
+        changes.append(_regenerate_one(search, records, current, trials, say))
+        search.study.set_user_attr(REGENERATING, False)
     return changes
+
+
+def _stopped_halfway(runtime: Runtime, problem: Problem, root: Path) -> bool:
+    """Whether a regeneration of `problem` on this device was stopped before it finished: its
+    study, if there is one, is still marked."""
+    journal = root / "studies" / f"{runtime.device.slug}.journal"
+    if not journal.is_file():
+        return False
+    storage, name = open_storage(str(journal)), study_name(runtime, problem)
+    names = {summary.study_name for summary in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+    if name not in names:
+        return False
+    return bool(optuna.load_study(study_name=name, storage=storage).user_attrs.get(REGENERATING))
+
+
+def _regenerate_one(search: Search, records: list[Record], current: list[Record], trials: int, say) -> Change:
+    """Re-verify what was tuned on this GPU model, else (or if none passes) re-tune."""
+    problem, device = search.problem, search.runtime.device
+    same_gpu = [found for found in records if found.device.model == device.model and found not in current]
+    details = []
+    if same_gpu:
+        newest = max(same_gpu, key=lambda found: found.finished)
+        changed = f"software: {', '.join(software_changes(newest.device, device)) or 'other versions'}"
+        say(f"{problem.key}: re-verifying what was tuned on this GPU; {changed}")
+        passed, details = _reverify(search, newest)
+        details.insert(0, changed)
+        if passed:
+            return Change(problem, "re-verified", details)
+        details.append("none passes now")
+    if current and not any(found.valid_configs() for found in current):
+        details.append("the configurations recorded for this device are no longer valid in this version of tuner")
+    tuned_on = sorted({found.device.name for found in records})
+    say(f"{problem.key}: re-tuning ({trials} variants), tuned before on {', '.join(tuned_on)}")
+    return _retune(search, records, trials, details)
 
 
 def _reverify(search: Search, old: Record) -> tuple[bool, list[str]]:
