@@ -89,6 +89,21 @@ def test_a_second_worker_waits_while_claims_fill_the_budget_then_is_told_it_is_s
     assert decided == [SPENT]
 
 
+def test_a_worker_waiting_long_on_a_claim_it_cannot_check_says_whose(workers, monkeypatch):
+    """A worker on another host (or in a container since gone) cannot be seen to die: the wait on
+    its claim says so, and names it, instead of going on silently."""
+    first, second, study, other = workers
+    monkeypatch.setattr("tuner.storage.WAIT_NOTICE_SECONDS", 0.2)
+    trial = _asked(first, study, A)
+    trial.set_user_attr("worker", "elsewhere:1")
+    assert first.claim(study, 1, trial, config_key(A)) == MEASURE
+    later = threading.Timer(1.0, lambda: _measure(study, trial))
+    later.start()
+    with pytest.warns(UserWarning, match="waiting 0.2 s so far for the trials claimed by elsewhere:1; a worker on"):
+        assert second.claim(other, 1) == SPENT
+    later.join()
+
+
 @pytest.mark.parametrize("same_start", [True, False], ids=["its worker", "another process with its pid"])
 def test_a_running_trial_is_taken_for_dead_when_its_pid_now_belongs_to_another_process(workers, same_start):
     """A restarted container gives its search the pid the killed one had: that pid is alive, but

@@ -42,6 +42,8 @@ ORPHAN_GRACE_SECONDS = 5
 MAX_RETRIES = 2
 # How often a worker waiting on another one looks at the study again.
 POLL_SECONDS = 0.5
+# After how long a wait on other workers' claims a worker says whose claims it waits for.
+WAIT_NOTICE_SECONDS = 60
 
 # Tries at opening a database whose schema other workers are creating at the same moment.
 SCHEMA_ATTEMPTS = 10
@@ -280,6 +282,7 @@ class SharedStorage:
         if trial is None and budget is None:
             return MEASURE
         mine = trial.number if trial is not None else None
+        since, said = time.monotonic(), False
         while True:
             with self.lock.held(study.study_name):
                 self._recover(study)
@@ -297,4 +300,12 @@ class SharedStorage:
                     if trial is not None:
                         trial.set_user_attr("claim", key)
                     return MEASURE
+            if not said and time.monotonic() - since > WAIT_NOTICE_SECONDS:
+                said = True
+                holders = sorted({other.user_attrs.get("worker", "?") for other in trials if other.state ==
+                                  TrialState.RUNNING and other.number != mine and "claim" in other.user_attrs})
+                warnings.warn(f"tuner: waiting {WAIT_NOTICE_SECONDS} s so far for the trials claimed by "
+                              f"{', '.join(holders)}; a worker on another host, or in a container since gone, cannot "
+                              "be seen from here: if it is gone, stop this search and use a database --storage, "
+                              "whose heartbeats free a dead worker's trials", stacklevel=2)
             time.sleep(POLL_SECONDS)
