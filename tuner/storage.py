@@ -78,6 +78,19 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _say_whose(claimed: list) -> bool:
+    """Warn, where some of the `claimed` trials are other hosts' workers' (which cannot be seen to
+    die without heartbeats), whose claims a worker has waited on; whether it did."""
+    holders = sorted({worker for worker in (other.user_attrs.get("worker", "") for other in claimed)
+                      if worker.partition(":")[0] != socket.gethostname()})
+    if holders:
+        warnings.warn(f"tuner: waiting {WAIT_NOTICE_SECONDS} s so far for the trials claimed by {', '.join(holders)}; "
+                      "a worker on another host, or in a container since gone, cannot be seen from here: if it is "
+                      "gone, stop this search and use a database --storage, whose heartbeats free a dead worker's "
+                      "trials", stacklevel=3)
+    return bool(holders)
+
+
 def retry(study: optuna.Study, trial) -> None:
     """Queue a dead worker's trial again (Optuna's RetryHeartbeatStaleTrialCallback, which keeps
     the retry history), with the worker's attributes dropped so that the retry starts clean."""
@@ -294,18 +307,13 @@ class SharedStorage:
                     return Decision(earlier)
                 if budget is not None and len(measured) >= budget:
                     return SPENT
-                claims = [other.user_attrs["claim"] for other in trials if other.state == TrialState.RUNNING
-                          and other.number != mine and "claim" in other.user_attrs]
+                claimed = [other for other in trials if other.state == TrialState.RUNNING
+                           and other.number != mine and "claim" in other.user_attrs]
+                claims = [other.user_attrs["claim"] for other in claimed]
                 if key not in claims and (budget is None or len(measured) + len(claims) < budget):
                     if trial is not None:
                         trial.set_user_attr("claim", key)
                     return MEASURE
-            if not said and time.monotonic() - since > WAIT_NOTICE_SECONDS:
-                said = True
-                holders = sorted({other.user_attrs.get("worker", "?") for other in trials if other.state ==
-                                  TrialState.RUNNING and other.number != mine and "claim" in other.user_attrs})
-                warnings.warn(f"tuner: waiting {WAIT_NOTICE_SECONDS} s so far for the trials claimed by "
-                              f"{', '.join(holders)}; a worker on another host, or in a container since gone, cannot "
-                              "be seen from here: if it is gone, stop this search and use a database --storage, "
-                              "whose heartbeats free a dead worker's trials", stacklevel=2)
+            if not said and not self.heartbeat and time.monotonic() - since > WAIT_NOTICE_SECONDS:
+                said = _say_whose(claimed)
             time.sleep(POLL_SECONDS)
