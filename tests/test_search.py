@@ -184,6 +184,14 @@ def test_ctrl_c_right_after_a_measurement_keeps_it(tmp_path):
     assert cache.read_record(outcome.record_path).budget.measured == 1
 
 
+def test_a_configuration_another_worker_measured_is_known_as_measured(tmp_path):
+    """tuner regenerate asks whether a configuration was measured; a search beside it may have."""
+    mine, theirs = _search(tmp_path), _search(tmp_path)
+    theirs.run(trials=1, timeout=None)
+    [done] = _measured(theirs)
+    assert mine.measured(mine.space.config_type(**done.params)).number == done.number
+
+
 def test_a_study_name_is_bound_to_its_device_and_problem(tmp_path):
     _search(tmp_path, name="shared").run(trials=1, timeout=None)
     with pytest.raises(ValueError, match="holds float32-16x16x16 on device .*; choose another --study name"):

@@ -139,8 +139,15 @@ class Search:
         return len(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
     def measured(self, config: Tiling):
-        """The study's finished trial that measured `config`, if any."""
-        return self.history.get(config_key(config.as_dict()))
+        """The study's finished trial that measured `config`, if any: this worker's, or another's
+        since this one opened the study."""
+        key = config_key(config.as_dict())
+        if key not in self.history:
+            found = next((trial for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                          if is_measured(trial) and config_key(trial.params) == key), None)
+            if found is not None:
+                self.history[key] = found
+        return self.history.get(key)
 
     def trial_count(self) -> int:
         """Trials the study has started (queued ones are not counted)."""
