@@ -72,3 +72,15 @@ def test_output_cut_short_by_its_reader_stops_quietly(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdout", LeftReader())
     assert main(["render", "--backend", "cuda"]) == 141
     assert capsys.readouterr().err == ""
+
+
+def test_a_torn_journal_line_met_by_a_running_worker_says_what_to_do():
+    """Another process's write cut short (a full disk) tears the journal under a running worker,
+    whose Optuna then fails to parse it; the next run repairs it."""
+    import json
+
+    from tuner.cli import explain
+
+    error = json.JSONDecodeError("Expecting ',' delimiter", '{"op_code": 5 "x"}', 14)
+    assert explain(error).startswith("a study journal holds a line that is not whole (Expecting ',' delimiter")
+    assert "run the command again, which moves the torn bytes aside" in explain(error)

@@ -2,6 +2,7 @@
 errors. Each command's options and handler live together in a module of this package."""
 import argparse
 import contextlib
+import json
 import os
 import sys
 import warnings
@@ -42,6 +43,9 @@ def explain(error: Exception) -> str:
     """The one line for a user error, with what to do where the error does not say it."""
     from ..kernel import UnsafeKernelDirectory
 
+    if isinstance(error, json.JSONDecodeError):  # tuner's own files are read with their own errors: Optuna's journal
+        return (f"a study journal holds a line that is not whole ({error}), as another process's write cut short "
+                "leaves; run the command again, which moves the torn bytes aside")
     if isinstance(error, ImportError):
         return f"{error} (install tuner with its backend's extra: pip install -e '.[cuda]', or '.[roc]')"
     if isinstance(error, OSError) and not isinstance(error, UnsafeKernelDirectory):  # whose message says it
