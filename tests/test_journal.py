@@ -45,6 +45,26 @@ def test_a_torn_journal_line_is_moved_aside_and_two_more_searches_succeed(tmp_pa
     assert all(json.loads(line) for line in storage.read_bytes().splitlines())
 
 
+def test_a_repair_that_cannot_set_the_torn_bytes_aside_leaves_no_empty_file(tmp_path, monkeypatch):
+    """On a full disk each try to repair would leave an empty .torn file behind."""
+    path = tmp_path / "study.journal"
+    assert _search(tmp_path, path).run(trials=1, timeout=None).measured == 1
+    whole = path.read_bytes()
+    path.write_bytes(whole + b'{"op_code": 4, "wor')
+    real_write = type(path).write_bytes
+
+    def full_disk(self, data):
+        if ".torn-" in self.name:
+            self.touch()  # the file is created, then the write fails
+            raise OSError(28, "No space left on device")
+        return real_write(self, data)
+
+    monkeypatch.setattr(type(path), "write_bytes", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        journal.repair(path, str(path))
+    assert not list(tmp_path.glob("study.journal.torn-*")) and path.read_bytes().endswith(b'"wor')
+
+
 def test_a_file_that_is_no_journal_is_refused_unchanged(tmp_path, capsys):
     passwd = tmp_path / "passwd"
     passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")

@@ -95,7 +95,11 @@ def repair(path: Path, label: str) -> None:
         return
     if torn:
         aside = path.with_name(f"{path.name}.torn-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%fZ')}")
-        aside.write_bytes(b"\n".join(torn) + b"\n")
+        try:
+            aside.write_bytes(b"\n".join(torn) + b"\n")
+        except OSError:  # a full disk: no empty file is left for each try, and the journal stays as it was
+            aside.unlink(missing_ok=True)
+            raise
     _replace(path, repaired)
     if torn:
         warnings.warn(f"tuner: the study journal {label} had {sum(map(len, torn))} torn bytes (a write cut short by "
