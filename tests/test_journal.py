@@ -65,6 +65,21 @@ def test_a_repair_that_cannot_set_the_torn_bytes_aside_leaves_no_empty_file(tmp_
     assert not list(tmp_path.glob("study.journal.torn-*")) and path.read_bytes().endswith(b'"wor')
 
 
+def test_a_torn_journal_on_a_full_disk_is_still_read(tmp_path, monkeypatch):
+    """tuner report needs no room to read a study: a journal it cannot repair is read as it is."""
+    path = tmp_path / "study.journal"
+    assert _search(tmp_path, path).run(trials=1, timeout=None).measured == 1
+    path.write_bytes(path.read_bytes() + b'{"op_code": 4, "wor')
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(journal, "repair", full_disk)
+    study, _, _ = find_study(tmp_path, str(path), None)
+    assert sum(map(is_measured, study.trials)) == 1
+    assert path.read_bytes().endswith(b'"wor')
+
+
 def test_a_file_that_is_no_journal_is_refused_unchanged(tmp_path, capsys):
     passwd = tmp_path / "passwd"
     passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")

@@ -12,6 +12,7 @@ command started twice) through the default journal file, or on many hosts throug
 """
 import contextlib
 import copy
+import errno
 import os
 import random
 import re
@@ -117,13 +118,19 @@ def redacted(text: str, url: str | None = None) -> str:
 def open_storage(url: str):
     """The storage at `url` (any Optuna URL, or a journal file path), opened as workers open it; a
     journal that this process may not write (a read-only file, folder or file system) is opened
-    for reading only, unlocked and unrepaired, as Optuna reads one that another process appends to."""
+    for reading only, unlocked and unrepaired, as Optuna reads one that another process appends to,
+    and so is a torn journal on a full disk, where it cannot be repaired."""
     path = Path(url)
     target = path.resolve()  # a symbolic link's target is the journal a repair rewrites
     if "://" not in url and path.is_file() and not (os.access(target, os.W_OK) and os.access(target.parent, os.W_OK)):
         journal.check(path, url)
         return _journal_storage(path, ReadOnlyLock(path))
-    return SharedStorage(url, path).storage
+    try:
+        return SharedStorage(url, path).storage
+    except OSError as error:
+        if error.errno != errno.ENOSPC or "://" in url or not path.is_file():
+            raise
+        return _journal_storage(path, ReadOnlyLock(path))  # a full disk: read as it is, Optuna skipping a torn tail
 
 
 def _journal_storage(path: Path, lock) -> optuna.storages.JournalStorage:
