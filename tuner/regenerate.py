@@ -51,11 +51,11 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, say=
     known: dict[Problem, list[Record]] = {}
     for stored in catalog.select(backend=runtime.backend.name):
         known.setdefault(stored.record.problem, []).append(stored.record)
-    changes = []
+    changes, stopped = [], _stopped_halfway(runtime, root)
     for problem in sorted(known, key=lambda problem: problem.key):
         records = known[problem]
         current = [found for found in records if found.fingerprint == device.fingerprint]
-        if any(found.valid_configs() for found in current) and not _stopped_halfway(runtime, problem, root):
+        if any(found.valid_configs() for found in current) and study_name(runtime, problem) not in stopped:
             changes.append(Change(problem, "current"))
             continue
         refusal = runtime.refuses(problem)
@@ -69,17 +69,15 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, say=
     return changes
 
 
-def _stopped_halfway(runtime: Runtime, problem: Problem, root: Path) -> bool:
-    """Whether a regeneration of `problem` on this device was stopped before it finished: its
-    study, if there is one, is still marked."""
+def _stopped_halfway(runtime: Runtime, root: Path) -> set[str]:
+    """The studies of this device whose regeneration was stopped before it finished: those still
+    marked, read in one pass over the device's journal."""
     journal = root / "studies" / f"{runtime.device.slug}.journal"
     if not journal.is_file():
-        return False
-    storage, name = open_storage(str(journal)), study_name(runtime, problem)
-    names = {summary.study_name for summary in optuna.get_all_study_summaries(storage, include_best_trial=False)}
-    if name not in names:
-        return False
-    return bool(optuna.load_study(study_name=name, storage=storage).user_attrs.get(REGENERATING))
+        return set()
+    return {summary.study_name for summary in optuna.get_all_study_summaries(open_storage(str(journal)),
+                                                                             include_best_trial=False)
+            if summary.user_attrs.get(REGENERATING)}
 
 
 def _regenerate_one(search: Search, records: list[Record], current: list[Record], trials: int, say) -> Change:
