@@ -40,7 +40,6 @@ def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int 
     suggestion waits, running, until that many later ones were asked, as with
     `--compile-workers` (search.py), so the sampler suggests without knowing their outcomes."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    names = list(space.domains)
     study = optuna.create_study(direction="maximize", sampler=make_sampler(
         sampler, seed, space.domains, lambda values: values in space.results, options))
     history, best, run = {}, float("inf"), Run([], 0.0)
@@ -53,7 +52,7 @@ def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int 
     while (len(run.best_seconds) < trials and len(history) < len(space.results)
            and unmeasured_in_a_row < MAX_UNMEASURED_IN_A_ROW):  # the space may run out first
         trial = study.ask()
-        key = tuple(suggest(trial, space.domains)[name] for name in names)
+        key = tuple(suggest(trial, space.domains).values())
         result = space.results.get(key)
         unmeasured_in_a_row += 1
         if result is None:
