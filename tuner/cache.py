@@ -95,6 +95,14 @@ def locked(path: Path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporary files (`<name>.*.tmp`) left beside `path` by writers killed before their
+    rename. The caller holds the lock that every writer of `path` holds while its temporary file
+    exists, so none of them is in use."""
+    for stale in path.parent.glob(f"{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)
+
+
 def read_record(path: Path) -> record.Record:
     """The record in `path`, migrated and checked; CacheError saying what is wrong."""
     try:
@@ -143,8 +151,7 @@ def store(path: Path, new: record.Record) -> None:
         problem = str(error)
     if problem:
         raise AssertionError(f"refusing to write an invalid record to {path}: {problem}")
-    for stale in path.parent.glob(f"{path.name}.*.tmp"):
-        stale.unlink(missing_ok=True)  # under the lock, left only by a writer killed mid-write
+    remove_stale_temporaries(path)
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f"{path.name}.", suffix=".tmp",
                                      delete=False) as tmp:

@@ -16,6 +16,8 @@ import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .cache import remove_stale_temporaries
+
 ENTRY_START = b'{"op_code":'
 
 
@@ -72,8 +74,7 @@ def repair(path: Path, label: str) -> None:
     """Make the journal at `path` whole again, torn bytes moved aside and every whole entry ending
     its own line (one whose newline was lost included); the caller holds the journal's append lock."""
     path = path.resolve()  # a symbolic link's target is the journal every worker appends to
-    for stale in path.parent.glob(f"{path.name}.*.tmp"):
-        stale.unlink(missing_ok=True)  # under the append lock, left only by a repair killed mid-write
+    remove_stale_temporaries(path)
     if not path.exists():
         return
     content = path.read_bytes()
