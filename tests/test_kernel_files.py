@@ -2,6 +2,7 @@
 differs from the source rendered now (appended to, planted, edited, a symbolic link, another
 user's) is replaced before use and does not run, and the directory must be this user's alone."""
 import errno
+import multiprocessing
 import os
 import sys
 import warnings
@@ -155,7 +156,44 @@ def test_a_full_disk_names_the_file_and_leaves_no_temporary_file(kernels, monkey
     with pytest.raises(UnsafeKernelDirectory, match=f"cannot write the kernel file {path} .No space left on device.; "
                                                      "check the disk space"):
         write_source(source, directory)
-    assert [entry.name for entry in directory.iterdir()] == ["__pycache__"]
+    assert not path.exists() and not list(directory.glob("*.tmp"))
+
+
+def test_the_temporary_file_of_a_writer_killed_before_its_rename_is_removed(kernels):
+    """A writer holds the file's lock from creating its temporary file to renaming it, so the next
+    writer, holding the lock, removes only what a killed one left: never another file's."""
+    directory, path, source = kernels
+    directory.mkdir(mode=0o700)
+    left = directory / f"{path.name}.k1ll3d.tmp"
+    left.write_text(source[:100])
+    others = [directory / "matmul_0123456789abcdef0123.py.x1y2z3.tmp", directory / "notes.tmp"]
+    for other in others:
+        other.write_text("")
+    assert write_source(source, directory) == path and path.read_text() == source
+    assert not left.exists() and all(other.exists() for other in others)
+
+
+def _write_often(path, source: str, start) -> None:
+    start.wait()
+    for _ in range(100):
+        kernel._write_atomically(path, source.encode())
+
+
+def test_writers_of_one_kernel_file_at_once_never_remove_each_others_temporary_file(kernels):
+    """Each writer removes temporary files only under the file's lock, which the others hold until
+    their rename, so none loses its own (os.replace would fail) and none is left."""
+    directory, path, source = kernels
+    directory.mkdir(mode=0o700)
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    writers = [context.Process(target=_write_often, args=(path, source, start)) for _ in range(4)]
+    for writer in writers:
+        writer.start()
+    start.set()
+    for writer in writers:
+        writer.join(timeout=300)
+        assert writer.exitcode == 0
+    assert path.read_text() == source and not list(directory.glob("*.tmp"))
 
 
 def test_an_unwritable_kernel_directory_is_one_clear_error_from_python(kernels, monkeypatch, tmp_path):

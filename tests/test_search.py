@@ -303,6 +303,21 @@ def test_a_broken_ceilings_file_counts_as_empty_and_is_written_over(tmp_path, co
     assert not list(tmp_path.glob("*.tmp"))
 
 
+def test_the_temporary_ceilings_file_of_a_writer_killed_before_its_rename_is_removed(tmp_path):
+    """Writers of a ceilings file name their temporary file after it and hold its lock until the
+    rename, so the next one removes what a killed writer left, and nothing of another file."""
+    from tuner.ceiling import Ceilings
+
+    path = tmp_path / "ceilings.json"
+    left = tmp_path / "ceilings.json.k1ll3d.tmp"
+    left.write_text('{"a": 0.')
+    others = [tmp_path / "other-ceilings.json.x1y2z3.tmp", tmp_path / "tmpx1y2z3.tmp"]
+    for other in others:
+        other.write_text("")
+    assert Ceilings(path, lambda config: 0.5).of(SEED) == 0.5
+    assert not left.exists() and sorted(tmp_path.glob("*.tmp")) == sorted(others)
+
+
 def test_the_prune_threshold_follows_the_fastest_variant_not_the_highest_ceiling(tmp_path, monkeypatch):
     """For a thin product a small tile with a low ceiling wins: it, not a slower tile with a higher
     ceiling, sets the threshold, so that small tiles stay in play."""

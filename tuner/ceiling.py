@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from .cache import locked
+from .cache import locked, remove_stale_temporaries
 from .config import Config
 from .devices import templates_hash
 from .runtime import Runtime
@@ -64,10 +64,13 @@ class Ceilings:
 
     def _save(self) -> None:
         """Write the counts atomically, merged under the file's lock with those that other searches
-        on this host (`--devices` workers) have written since, so that no count is lost."""
+        on this host (`--devices` workers) have written since, so that no count is lost; the temporary
+        file a writer killed before its rename left is removed."""
         with locked(self.path):
             self.known = {**_read(self.path), **self.known}
-            with tempfile.NamedTemporaryFile("w", dir=self.path.parent, suffix=".tmp", delete=False) as tmp:
+            remove_stale_temporaries(self.path)
+            with tempfile.NamedTemporaryFile("w", dir=self.path.parent, prefix=f"{self.path.name}.", suffix=".tmp",
+                                             delete=False) as tmp:
                 try:
                     json.dump(self.known, tmp)
                 except BaseException:

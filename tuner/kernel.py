@@ -4,8 +4,10 @@ Numba's on-disk cache (`cache=True`) needs the kernel to live in a real file, so
 variant is written under the kernel directory and executed from the source rendered now. The
 file is only where Numba's cache finds the kernel: its bytes are checked against that source
 before each use, and a file that differs (edited, planted, a symbolic link, another user's) is
-replaced, never run. The directory, and the `__pycache__` beside the files where Numba keeps its
-compiled kernels, must be writable by this user alone (see docs/security.md).
+replaced, never run. A file is written under a lock of its own (matmul_<hash>.lock), so the next
+writer removes the temporary file of one killed mid-write. The directory, and the `__pycache__`
+beside the files where Numba keeps its compiled kernels, must be writable by this user alone (see
+docs/security.md).
 """
 import contextlib
 import hashlib
@@ -110,17 +112,23 @@ def _difference(path: Path, expected: bytes) -> str:
 
 
 def _write_atomically(path: Path, content: bytes) -> None:
-    """Replace `path` with `content` in one rename; on failure no temporary file is left."""
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
+    """Replace `path` with `content` in one rename, under its lock, so that the temporary files of
+    writers killed before their rename can be removed; on failure no temporary file is left."""
     try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(content)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
+        with cache.locked(path):
+            cache.remove_stale_temporaries(path)
+            descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(descriptor, "wb") as file:
+                    file.write(content)
+                    file.flush()
+                    os.fsync(file.fileno())
+                os.replace(temporary, path)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+                raise
     except OSError as error:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
         raise UnsafeKernelDirectory(f"cannot write the kernel file {path} ({error.strerror or error}); check the "
                                     "disk space and what is at that path, or set TUNER_KERNEL_DIR to another "
                                     "directory") from None
