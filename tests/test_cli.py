@@ -1,6 +1,7 @@
 """`tuner render` and `tuner space`: source for both backends, one-line errors for mistakes."""
 import ast
 import io
+import os
 import re
 import subprocess
 import sys
@@ -72,6 +73,38 @@ def test_output_cut_short_by_its_reader_stops_quietly(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdout", LeftReader())
     assert main(["render", "--backend", "cuda"]) == 141
     assert capsys.readouterr().err == ""
+
+
+def _tuner(argv, stdout, tmp_path, buffered=True):
+    """`tuner argv` run as a user runs it, its stdout block-buffered unless told."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    env.update({"TUNER_CACHE_DIR": str(tmp_path)}, **({} if buffered else {"PYTHONUNBUFFERED": "1"}))
+    return subprocess.run([sys.executable, "-m", "tuner", *argv], stdout=stdout, stderr=subprocess.PIPE, text=True,
+                          env=env)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("buffered", [True, False])
+@pytest.mark.parametrize("argv", [["list"], ["space", "--backend", "roc", "--dtype", "float64"]])
+def test_a_full_stdout_is_one_line_about_stdout_not_the_cache(tmp_path, argv, buffered):
+    """`tuner list > /dev/full`: a write fails with ENOSPC as the command runs (unbuffered) or as its
+    output is flushed at the end (buffered); neither is blamed on the cache or left to Python's exit."""
+    with open("/dev/full", "w") as full:
+        done = _tuner(argv, full, tmp_path, buffered)
+    assert done.returncode == 2
+    assert done.stderr == (f"tuner {argv[0]}: error: cannot write the output to stdout: No space left on device; "
+                           "send it to a file or pipe that can take it\n")
+
+
+def test_buffered_output_whose_reader_left_stops_quietly(tmp_path):
+    """`tuner list | head -c0`: the reader leaves before the buffered output is flushed at the end."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = _tuner(["list"], writer, tmp_path)
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (141, "")
 
 
 def test_a_torn_journal_line_met_by_a_running_worker_says_what_to_do():

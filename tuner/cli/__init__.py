@@ -54,6 +54,44 @@ def explain(error: Exception) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+class OutputError(OSError):
+    """A write to stdout that failed for another reason than its reader leaving (a full disk)."""
+
+
+class _Output:
+    """sys.stdout while a command runs: a write that fails raises OutputError, so that it is not taken
+    for a failure of the cache; one whose reader left still raises BrokenPipeError."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+    def write(self, text: str) -> int:
+        return self._do(self._stream.write, text)
+
+    def flush(self) -> None:
+        self._do(self._stream.flush)
+
+    @staticmethod
+    def _do(operation, *arguments):
+        try:
+            return operation(*arguments)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputError(f"cannot write the output to stdout: {error.strerror or error}; send it to a file or "
+                              "pipe that can take it") from error
+
+
+def _discard_output() -> None:
+    """Send what stdout still holds to /dev/null, so that the flush when Python exits cannot fail."""
+    with contextlib.suppress(OSError, ValueError):  # a stdout with no file behind it has nothing to flush
+        descriptor = sys.stdout.fileno()
+        os.dup2(os.open(os.devnull, os.O_WRONLY), descriptor)
+
+
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     """tuner's warnings (which start with "tuner: ") as the line they say; others as Python shows them."""
     if str(message).startswith("tuner: "):
@@ -70,13 +108,21 @@ def main(argv=None) -> int:
 
     args = build_parser().parse_args(argv)
     warnings.formatwarning = _one_line_warning
+    stdout = sys.stdout
+    if stdout is not None:  # None where stdout was closed: print() then writes nothing
+        sys.stdout = _Output(stdout)
     try:
-        return args.run(args) or 0
+        status = args.run(args) or 0
+        if stdout is not None:
+            sys.stdout.flush()  # output still buffered fails here, not as Python exits
+        return status
     except BrokenPipeError:  # the reader of our output left (`tuner list | head`): stop quietly, as Unix tools do
-        with contextlib.suppress(OSError, ValueError):  # a stdout with no file behind it has nothing to flush
-            descriptor = sys.stdout.fileno()
-            os.dup2(os.open(os.devnull, os.O_WRONLY), descriptor)
+        _discard_output()
         return 141
+    except OutputError as error:
+        _discard_output()
+        print(f"tuner {args.command}: error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as stop:
         terminated = isinstance(stop, Terminated)
         print(f"tuner {args.command}: {'terminated (SIGTERM)' if terminated else 'interrupted'}", file=sys.stderr)
@@ -87,3 +133,5 @@ def main(argv=None) -> int:
         print(f"tuner {args.command}: error: {redacted(explain(error), getattr(args, 'storage', None) or '')}",
               file=sys.stderr)
         return 2
+    finally:
+        sys.stdout = stdout
