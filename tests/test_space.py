@@ -50,6 +50,12 @@ def test_default_config_is_valid_everywhere():
     (dict(thread_m=8, thread_n=8, block_m=128, block_n=128, unroll_k=2), "multiply-adds per k-loop trip"),
     (dict(block_m=16, block_n=16, thread_m=1, thread_n=1, block_k=8, unroll_k=1), "do not split evenly"),
     (dict(thread_m=8, thread_n=8, block_m=128, block_n=128, unroll_k=1, max_registers=64), "below the about"),
+    (dict(block_m=16, block_n=16, block_k=32, thread_m=2, thread_n=4, unroll_k=1, pad=0, max_registers=64),
+     "max_registers=64 is below the about 70 registers"),
+    (dict(block_m=32, block_n=32, block_k=32, thread_m=1, thread_n=1, unroll_k=1, pad=0, prefetch=False,
+          max_registers=128), "max_registers=128 x 1024 threads exceeds the 65536 registers of a block"),
+    (dict(block_m=64, block_n=128, block_k=32, thread_m=4, thread_n=8, unroll_k=1, prefetch=False,
+          double_buffer=True), "49920 bytes of shared memory exceeds the limit of 49152"),
     (dict(vector_fragments=True, pad=0), "needs transpose_a=true"),
     (dict(vector_fragments=True, transpose_a=True, pad=1), "misaligns the vector loads"),
     (dict(vector_fragments=True, transpose_a=True, pad=0, block_n=32, thread_n=2), "multiples of 4"),
@@ -68,6 +74,19 @@ def test_invalid_configs_are_rejected_with_the_reason(cuda32, changes, reason):
     config = Config(**{**Config().as_dict(), **changes})
     with pytest.raises(InvalidConfig, match=reason):
         cuda32.check(config)
+
+
+def test_a_block_may_not_take_more_registers_than_the_limit():
+    config = Config(block_m=128, block_n=128, block_k=8, thread_m=4, thread_n=4, unroll_k=1, pad=0, prefetch=False)
+    assert Space.of(CUDA, "float32").violations(config) == []
+    with pytest.raises(InvalidConfig, match="1024 threads x about 72 registers exceed the 65536 registers of a block"):
+        Space.of(CUDA, "float64").check(config)
+
+
+def test_launch_bounds_and_double_buffering_start_at_32_accumulators(cuda32):
+    for changes in (dict(min_blocks=1), dict(double_buffer=True)):
+        assert cuda32.violations(Config(block_m=16, block_n=64, block_k=8, thread_m=4, thread_n=8, unroll_k=1,
+                                        pad=0, prefetch=False, **changes)) == []
 
 
 def test_shared_memory_limit_differs_by_backend():
