@@ -95,6 +95,20 @@ def test_an_output_left_unwritten_fails_verification(tmp_path, monkeypatch):
     assert measurement["status"] == "wrong" and "nan" in measurement["reason"]
 
 
+@pytest.mark.parametrize("dtype, bound", [("float32", "1e-04"), ("float64", "1e-11")])
+def test_a_result_off_by_a_tenth_of_a_percent_fails_verification(tmp_path, monkeypatch, dtype, bound):
+    """Correct kernels err by about eps times sqrt(k); one that drops or doubles a tile errs by far more
+    than this planted one, which a bound of 1e-2 would pass."""
+    def nearly(A, B, C, alpha, beta):
+        C.copy_to_device((1.001 * (A.copy_to_host() @ B.copy_to_host())).astype(C.dtype))
+
+    _plant(monkeypatch, FIRST, _Launches(nearly))
+    search = Search(open_runtime(CUDA, simulate=True), Problem(16, 16, 16, dtype), root=tmp_path)
+    search.run(trials=1, timeout=None)
+    measurement = _measured(search)[0].user_attrs["measurement"]
+    assert measurement["status"] == "wrong" and measurement["reason"] == f"relative error 0.001 exceeds {bound}"
+
+
 @pytest.mark.parametrize("where, status", [("load", "compile"), ("launch", "launch")])
 def test_build_and_launch_failures_are_recorded_with_the_reason(tmp_path, monkeypatch, where, status):
     def broken(*args):
