@@ -5,6 +5,7 @@ import json
 import numpy as np
 import optuna
 import pytest
+from records import make_record
 
 import tuner.measure
 from tuner import cache
@@ -185,6 +186,13 @@ def test_warm_start_takes_the_best_of_other_shapes(tmp_path):
     # Cached bests come first, ahead of the default configuration and the seed's (and, on a GPU, the flagship).
     assert best not in (SEED, Config()) and _search(tmp_path).warm_start() == [best, Config(), SEED]
     assert _search(tmp_path).space.starts(simulated=False) == (Config(), SEED, FLAGSHIPS["float32"])
+
+
+def test_warm_start_takes_nothing_cached_for_another_dtype(tmp_path):
+    device, float64 = open_runtime(CUDA, simulate=True).device, Problem(16, 32, 16, "float64")
+    tuned = make_record(device, float64, [(Config(block_m=32, block_n=32, thread_m=2, thread_n=2), 1.0)])
+    cache.write_record(cache.record_path(tmp_path, device.slug, float64.key), tuned)
+    assert _search(tmp_path).warm_start() == [Config(), SEED]
 
 
 def test_ctrl_c_right_after_a_measurement_keeps_it(tmp_path):

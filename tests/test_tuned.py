@@ -118,6 +118,13 @@ def test_the_record_of_the_nearest_shape_is_used(cache_dir):
     assert "cache=True" in near_large.source_path.read_text()
 
 
+def test_a_record_of_another_dtype_is_never_used(cache_dir):
+    _store(cache_dir, HERE, Problem(16, 16, 16, "float64"), [(SMALL, 2.0)])
+    with pytest.warns(tuner.UntunedWarning, match="nothing is tuned for float32"):
+        kernel = tuner.get_kernel(16, 16, 16)
+    assert not kernel.tuned and kernel.config != SMALL
+
+
 def test_a_tuned_kernel_launches_on_device_arrays(cache_dir):
     from numba import cuda
 
