@@ -73,6 +73,32 @@ def test_a_new_gpu_re_tunes_each_known_shape_warm_started_from_the_others(tmp_pa
     assert SMALL in measured  # the other GPU's best was tried first
 
 
+def test_of_two_records_of_this_gpu_model_the_newest_is_re_verified(tmp_path, capsys):
+    older = dataclasses.replace(HERE, software={**HERE.software, "templates": "older"})
+    cache.write_record(cache.record_path(tmp_path, older.slug, PROBLEM.key),
+                       make_record(older, PROBLEM, [(Config(), 1.0)], finished="2025-01-01T00:00:00+00:00"))
+    cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0)]))
+    assert _regenerate(tmp_path) == 0
+    out = capsys.readouterr().out
+    assert f"software: templates 0ld -> {HERE.software['templates']}" in out and "templates older" not in out
+    assert {entry.config for entry in _here(tmp_path).ranked} == {SMALL}
+
+
+def test_a_product_whose_configurations_all_fail_verification_now_is_re_tuned(tmp_path, capsys, monkeypatch):
+    import tuner.measure
+
+    verify = tuner.measure.verify
+    monkeypatch.setattr(tuner.measure, "verify", lambda runtime, kernel, operands, tolerance: (
+        (1.0, "planted") if kernel.config == SMALL else verify(runtime, kernel, operands, tolerance)))
+    cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0)]))
+    assert _regenerate(tmp_path, "--trials", "2") == 0
+    out = capsys.readouterr().out
+    assert "float32-16x16x16: re-tuned" in out and "fails now (wrong: planted)" in out and "none passes now" in out
+    assert SMALL not in {entry.config for entry in _here(tmp_path).ranked}
+
+
 def test_nothing_to_regenerate_is_said_plainly(tmp_path, capsys):
     assert _regenerate(tmp_path) == 0
     assert "nothing to regenerate (run tuner search first)" in capsys.readouterr().out
