@@ -14,7 +14,7 @@ from processes import answers_ctrl_c
 
 from tuner import cache
 from tuner.cli import main
-from tuner.stopping import PARENT, Terminated, stop_on_sigterm
+from tuner.stopping import PARENT, Terminated, shielded, stop_on_sigterm
 from tuner.storage import ORPHAN_GRACE_SECONDS
 
 SMALL = ["--shape", "16", "16", "16"]
@@ -255,6 +255,21 @@ def test_sigterm_taken_as_ctrl_c_raises_each_time():
         for _ in range(2):
             with pytest.raises(Terminated):
                 signal.raise_signal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_stop_signal_during_a_shielded_write_stops_the_process_once_the_write_is_whole():
+    previous = stop_on_sigterm()
+    written = []
+    try:
+        with pytest.raises(Terminated):
+            with shielded():
+                signal.raise_signal(signal.SIGTERM)
+                written.append("the rest of the write")
+        assert written == ["the rest of the write"]
+        with pytest.raises(Terminated):  # the handler is back
+            signal.raise_signal(signal.SIGTERM)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
