@@ -394,6 +394,25 @@ def test_a_replay_asks_nothing_more_once_every_recorded_configuration_is_measure
     assert len(run.best_seconds) == 3 and told[-1] == "measured"
 
 
+def test_tpes_turn_ends_early_on_a_sparse_recording_where_its_proposals_are_all_invalid(tmp_path, monkeypatch):
+    """A recording of 60 configurations of a product of 262,144, as a Kernel Tuner run with a
+    search strategy leaves: TPE cannot learn which combinations are recorded, so each measured
+    configuration of its turn would cost `stall` invalid proposals, each a fit over the study."""
+    domains = {name: list(range(8)) for name in "abcdef"}
+    rows = {tuple(int(value) for value in row) for row in np.random.default_rng(0).integers(8, size=(60, 6))}
+    cache = {",".join(map(str, row)): {**dict(zip(domains, row)), "time": 1.0 + sum(row)} for row in rows}
+    path = tmp_path / "sparse.json"
+    path.write_text(json.dumps({"tune_params_keys": list(domains), "tune_params": domains, "cache": cache}))
+    told = []
+    monkeypatch.setattr("tuner.replay.answer", lambda study, trial, kind, *rest: told.append(kind)
+                        or answer(study, trial, kind, *rest))
+    options = Options()
+    run = replay(recorded.load(path), 40, "local", seed=0, options=options)
+    unmeasured = len(told) - told.count("measured")
+    assert len(run.best_seconds) == 40 and options.stall <= unmeasured
+    assert unmeasured <= options.turn_waste * options.startup + options.stall
+
+
 def test_summaries_are_reproducible_and_the_default_beats_random_search(space_file):
     space = recorded.load(space_file)
     local = summarize(space, 30, 6, "local").as_dict()
