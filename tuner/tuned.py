@@ -22,6 +22,7 @@ from . import arrays, cache, record
 from .config import Tiling
 from .devices import software_changes
 from .dtypes import PRECISIONS
+from .family import DEFAULT
 from .kernel import Kernel, kernel_dir, load
 from .measure import verify_config
 from .problem import Problem
@@ -191,8 +192,9 @@ class Library:
         self.warned.add((problem.family, problem.dtype))
         device, backend = self.runtime.device, self.runtime.backend.name
         simulate = " --simulate" if self.runtime.simulated else ""
+        what = problem.dtype if problem.family == DEFAULT else f"{problem.family} {problem.dtype}"
         warnings.warn(
-            f"tuner: nothing is tuned for {problem.dtype} on {device.name} [{device.fingerprint}], so an untuned "
+            f"tuner: nothing is tuned for {what} on {device.name} [{device.fingerprint}], so an untuned "
             f"default configuration runs; tune it once with: tuner search --backend {backend}{simulate} --dtype "
             f"{problem.dtype} {problem.options}", UntunedWarning, stacklevel=4)
 
