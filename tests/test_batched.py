@@ -117,8 +117,11 @@ def test_a_batched_search_writes_its_own_record_which_matmul_then_uses(cache_dir
     found = cache.read_record(path)
     assert found.family == "batched" and found.problem == BatchedProblem(16, 16, 16, batch=2)
     assert json.loads(path.read_text())["problem"] == {"batch": 2, "m": 16, "n": 16, "k": 16, "dtype": "float32"}
-    assert "batched-float32-2x16x16x16" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "batched-float32-2x16x16x16" in said.out and "searching batched-float32-2x16x16x16 on" in said.err
     assert main(["list"]) == 0 and "batched-float32-2x16x16x16" in capsys.readouterr().out
+    assert main(["regenerate", "--simulate"]) == 0  # named as list names it
+    assert "batched-float32-2x16x16x16: current" in capsys.readouterr().out
     A, B = _stack(2, 16, 16), _stack(2, 16, 16, seed=1)
     np.testing.assert_allclose(tuner.matmul(A, B), np.matmul(A, B), rtol=1e-5, atol=1e-5)
     with pytest.warns(tuner.UntunedWarning, match="--shape 16 16 16"):  # a 2-D product is another family's

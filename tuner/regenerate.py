@@ -19,7 +19,7 @@ import optuna
 from . import cache
 from .devices import software_changes
 from .problem import Problem
-from .record import Record
+from .record import Record, file_stem
 from .runtime import Runtime
 from .search import Search, study_name
 from .stopping import Terminated
@@ -88,7 +88,7 @@ def _regenerate_one(search: Search, records: list[Record], current: list[Record]
     if same_gpu:
         newest = max(same_gpu, key=lambda found: found.finished)
         changed = f"software: {', '.join(software_changes(newest.device, device)) or 'other versions'}"
-        say(f"{problem.key}: re-verifying what was tuned on this GPU; {changed}")
+        say(f"{file_stem(problem)}: re-verifying what was tuned on this GPU; {changed}")
         passed, details = _reverify(search, newest)
         details.insert(0, changed)
         if passed:
@@ -97,7 +97,7 @@ def _regenerate_one(search: Search, records: list[Record], current: list[Record]
     if current and not any(found.valid_configs() for found in current):
         details.append("the configurations recorded for this device are no longer valid in this version of tuner")
     tuned_on = sorted({found.device.name for found in records})
-    say(f"{problem.key}: re-tuning ({trials} variants), tuned before on {', '.join(tuned_on)}")
+    say(f"{file_stem(problem)}: re-tuning ({trials} variants), tuned before on {', '.join(tuned_on)}")
     return _retune(search, records, trials, details)
 
 

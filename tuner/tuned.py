@@ -173,8 +173,8 @@ class Library:
             outcome = (f"it passed verification here, and runs as tuned; to re-time it: tuner regenerate --backend "
                        f"{self.runtime.backend.name}{' --simulate' if self.runtime.simulated else ''}"
                        if not check else f"it fails verification here ({check}), so it is not used")
-            warnings.warn(f"tuner: {choice.path} was tuned for {choice.tuned_for.key} on this GPU model under other "
-                          f"software ({changes}); its configuration {choice.config.describe()}: {outcome}",
+            warnings.warn(f"tuner: {choice.path} was tuned for {record.file_stem(choice.tuned_for)} on this GPU model "
+                          f"under other software ({changes}); its configuration {choice.config.describe()}: {outcome}",
                           OtherSoftwareWarning, stacklevel=5)
         return self.verified[key]
 

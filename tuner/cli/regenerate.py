@@ -3,6 +3,7 @@ import sys
 
 from .. import cache
 from ..backends import BACKENDS
+from ..record import file_stem
 from ..stopping import stop_on_sigterm
 from .arguments import _positive, _seed, add_cache_dir
 from .search import default_trials, open_device
@@ -21,7 +22,7 @@ def _regenerate(args) -> int:
     if not changes:
         print(f"no {runtime.backend.name} records in the cache: nothing to regenerate (run tuner search first)")
     for change in changes:
-        print(f"{change.problem.key}: {change.action}")
+        print(f"{file_stem(change.problem)}: {change.action}")
         for detail in change.details:
             print(f"  {detail}")
     if changes:

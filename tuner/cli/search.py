@@ -11,6 +11,7 @@ from ..backends import BACKENDS, SIMULATOR_DEFAULT, get_backend
 from ..compile_ahead import default_workers
 from ..dtypes import PRECISIONS
 from ..problem import Problem
+from ..record import file_stem
 from ..runtime import NoGPU, Runtime, chosen_backend, detect_runtime, open_runtime
 from ..sampler import SAMPLERS
 from ..space import Space
@@ -78,7 +79,7 @@ def _search(args) -> int:
                     storage=args.storage, name=args.study, heartbeat=args.heartbeat)
     unit = " (simulated)" if runtime.simulated else ""
     measured = search.shared.measured_count(search.study)
-    print(f"searching {problem.key} on {runtime.device.name} [{runtime.device.fingerprint}]; "
+    print(f"searching {file_stem(problem)} on {runtime.device.name} [{runtime.device.fingerprint}]; "
           f"times are {runtime.clock}; study {search.study.study_name!r} has {search.trial_count()} trials, "
           f"{measured} measured" + (f" of a budget of {args.trials}" if args.trials else ""), file=sys.stderr)
     bar = tqdm(total=args.trials, initial=min(measured, args.trials or measured), unit="variant", file=sys.stderr,
