@@ -48,6 +48,15 @@ def test_the_command_for_the_figures_pastes_into_a_shell(tmp_path, capsys):
                                                             "--cache-dir", str(cache_dir)]
 
 
+def test_a_rerun_of_a_finished_study_measures_nothing_and_says_how_to_go_on(tmp_path, capsys):
+    argv = ["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir", str(tmp_path)]
+    assert main(argv) == 0 and "pass a larger --trials" not in capsys.readouterr().out
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "this run: measured 0" in out
+    assert "the study had already measured its budget of 1: pass a larger --trials to go on" in out
+
+
 def test_paths_given_with_a_tilde_no_shell_expanded_go_to_the_home_directory(tmp_path, capsys, monkeypatch):
     (tmp_path / "home").mkdir()
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

@@ -79,6 +79,7 @@ def _search(args) -> int:
                     storage=args.storage, name=args.study, heartbeat=args.heartbeat)
     unit = " (simulated)" if runtime.simulated else ""
     measured = search.shared.measured_count(search.study)
+    spent = args.trials is not None and measured >= args.trials  # a rerun of a finished study
     print(f"searching {file_stem(problem)} on {runtime.device.name} [{runtime.device.fingerprint}]; "
           f"times are {runtime.clock}; study {search.study.study_name!r} has {search.trial_count()} trials, "
           f"{measured} measured" + (f" of a budget of {args.trials}" if args.trials else ""), file=sys.stderr)
@@ -101,6 +102,8 @@ def _search(args) -> int:
           f"{outcome.duplicates} repeated suggestions answered without measuring; the study now has "
           f"{search.trial_count()} trials ({len(completed)} completed), {measured} measured{budget}"
           + (f"; stopped: {outcome.stopped}" if outcome.stopped else ""))
+    if spent:
+        print(f"the study had already measured its budget of {args.trials}: pass a larger --trials to go on")
     if outcome.intervals:
         print(f"throughput: {len(outcome.intervals)} variants evaluated in {outcome.wall_seconds:.0f} s, a median of "
               f"{statistics.median(outcome.intervals):.2f} s each; verifying and timing took "
