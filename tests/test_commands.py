@@ -39,6 +39,16 @@ def test_search_writes_an_entry_that_list_shows(tmp_path, capsys, backend):
     assert row["fingerprint"] in capsys.readouterr().out
 
 
+def test_show_given_a_part_of_several_ids_names_them(tmp_path, capsys):
+    for backend in ("cuda", "roc"):
+        assert main(["search", "--backend", backend, "--simulate", *SMALL, "--trials", "1",
+                     "--cache-dir", str(tmp_path)]) == 0
+    ids = [row["id"] for row in _list(capsys, tmp_path)]
+    assert main(["show", "float32-16x16x16", "--cache-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "2 records match 'float32-16x16x16'" in err and all(id in err for id in ids) and err.count("\n") == 1
+
+
 def test_the_command_for_the_figures_pastes_into_a_shell(tmp_path, capsys):
     cache_dir = tmp_path / "my cache"
     assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--study", "my study",

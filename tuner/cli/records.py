@@ -8,6 +8,8 @@ from ..backends import get_backend
 from ..record import Record
 from .arguments import add_cache_dir
 
+SHOWN_MATCHES = 4  # ids named when `tuner show` is given a part of several
+
 
 def print_best(record: Record) -> None:
     """A record's best configuration: its rate, its share of peak, its time, and its parameters."""
@@ -67,10 +69,12 @@ def _show(args) -> int:
     exact = [stored for stored in matches if stored.id == args.record]
     if exact or len(matches) == 1:
         record = (exact or matches)[0].record  # the user's record before a shipped one of the same id
+    elif matches:
+        named = ", ".join(stored.id for stored in matches[:SHOWN_MATCHES])
+        more = f" and {len(matches) - SHOWN_MATCHES} more" if len(matches) > SHOWN_MATCHES else ""
+        raise ValueError(f"{len(matches)} records match {args.record!r} ({named}{more}); give a longer part of one")
     else:
-        raise ValueError(f"{len(matches)} records match {args.record!r}; "
-                         "give a longer part of an id from `tuner list`" if matches else
-                         f"no record matches {args.record!r}; `tuner list` shows the ids")
+        raise ValueError(f"no record matches {args.record!r}; `tuner list` shows the ids")
     source = _source(record) if args.source else None
     data = record.as_dict()
     if args.json:
