@@ -184,7 +184,7 @@ def _options() -> argparse.ArgumentParser:
                         help="the product's shape (default 4096 4096 4096 on a GPU, 32 32 32 simulated)")
     search.add_argument("--trials", type=_positive,
                         help="the study's budget of measured variants, shared by every worker on it: a rerun measures "
-                             "only what is missing (default 60 on a GPU, 6 simulated)")
+                             "only what is missing (default 60 on a GPU, 6 simulated; none with --timeout alone)")
     search.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="stop after this long")
     search.add_argument("--seed", type=_seed, default=0, help="seed of the sampler and of the test inputs")
     search.add_argument("--sampler", choices=SAMPLERS, default="local",
