@@ -165,3 +165,17 @@ def test_the_shipped_records_are_readable_measured_on_a_gpu_and_filed_under_thei
         found = cache.read_record(path)
         assert not found.device.simulated and path.parent.name == found.device.slug
         assert path.stem == file_stem(found.problem)
+
+
+def test_a_gpus_rate_is_printed_in_whole_gflops_not_in_exponent_form(tmp_path, capsys):
+    from tuner.cli import main
+
+    problem = Problem(4096, 4096, 4096)
+    cache.write_record(cache.record_path(tmp_path, H100.slug, problem.key),
+                       make_record(H100, problem, [(CONFIGS[0], 30912.4), (CONFIGS[1], 950.5), (CONFIGS[2], 12.345)]))
+    assert main(["list", "--cache-dir", str(tmp_path)]) == 0
+    assert f"{H100.slug}/float32-4096x4096x4096  30,912 GFLOP/s" in capsys.readouterr().out
+    assert main(["show", f"{H100.slug}/float32-4096x4096x4096", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "best: 30,912 GFLOP/s, peak unknown" in out
+    assert "runner-up: 950 GFLOP/s" in out and "runner-up: 12.3 GFLOP/s" in out

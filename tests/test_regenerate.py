@@ -65,7 +65,7 @@ def test_a_new_gpu_re_tunes_each_known_shape_warm_started_from_the_others(tmp_pa
     assert _regenerate(tmp_path, "--trials", "2") == 0
     out, err = capsys.readouterr()
     assert "re-tuning (2 variants), tuned before on NVIDIA H100 80GB HBM3" in err
-    assert "float32-16x16x16: re-tuned" in out and "before: 9000 GFLOP/s on NVIDIA H100" in out
+    assert "float32-16x16x16: re-tuned" in out and "before: 9,000 GFLOP/s on NVIDIA H100" in out
     assert "8x8x8" not in out  # a roc record says nothing about a cuda device
     record = _here(tmp_path)
     assert record.budget.measured == 2

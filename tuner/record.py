@@ -160,6 +160,12 @@ class Record:
                    dict(data["study"]))
 
 
+def rate(gflops: float) -> str:
+    """A rate as it is printed everywhere: whole GFLOP/s with thousands separators from 100 up (a
+    GPU's 30,912, not 3.09e+04), three significant digits below (a simulated rate is tiny)."""
+    return f"{gflops:,.0f} GFLOP/s" if gflops >= 100 else f"{gflops:.3g} GFLOP/s"
+
+
 def file_stem(problem: Problem) -> str:
     """The name of a problem's record file, without .json: its key, after its family's prefix."""
     return f"{get_family(problem.family).record_prefix}{problem.key}"

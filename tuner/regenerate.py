@@ -19,7 +19,7 @@ import optuna
 from . import cache
 from .devices import software_changes
 from .problem import Problem
-from .record import Record, file_stem
+from .record import Record, file_stem, rate
 from .runtime import Runtime
 from .search import Search, study_name
 from .stopping import Terminated
@@ -38,7 +38,7 @@ class Change:
 
 
 def _gflops(value: float, simulated: bool) -> str:
-    return f"{value:.4g} GFLOP/s{' (simulated)' if simulated else ''}"
+    return f"{rate(value)}{' (simulated)' if simulated else ''}"
 
 
 def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, say=print) -> list[Change]:

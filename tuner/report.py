@@ -20,6 +20,7 @@ import optuna
 from . import cache, simulator
 from .benchmarks import BENCH_FILE, BENCH_RESULTS, bench_rows, bench_results
 from .figures import FIGURES, Figure, draw
+from .record import rate
 from .studies import SIMULATED, StudyTrials, find_study
 from .trials import Kind, kind
 
@@ -60,7 +61,7 @@ def _overview(runs: StudyTrials, storage: str) -> list[tuple[str, str]]:
     if entry:
         best = entry.best.measurement
         fraction = f"{best.fraction_of_peak:.1%} of peak" if best.fraction_of_peak is not None else "no peak"
-        rows += [("best", f"{best.gflops:.4g} GFLOP/s{unit}, {fraction}, median {best.seconds * 1e3:.4g} ms "
+        rows += [("best", f"{rate(best.gflops)}{unit}, {fraction}, median {best.seconds * 1e3:.4g} ms "
                           f"over {best.reps} runs (trial {entry.best.trial} of the study)"),
                  ("best configuration", " ".join(f"{name}={json.dumps(value)}"
                                                  for name, value in entry.best.config.as_dict().items())),
@@ -68,7 +69,7 @@ def _overview(runs: StudyTrials, storage: str) -> list[tuple[str, str]]:
     else:
         rows.append(("best", "no variant has passed verification: nothing cached"))
     if runs.seed and entry:
-        rows.append(("seed kernel's configuration", f"{runs.seed:.4g} GFLOP/s{unit}; the best is "
+        rows.append(("seed kernel's configuration", f"{rate(runs.seed)}{unit}; the best is "
                      f"{entry.best.measurement.gflops / runs.seed:.2f}x that"))
     return rows
 

@@ -5,7 +5,7 @@ import sys
 
 from .. import cache
 from ..backends import get_backend
-from ..record import Record
+from ..record import Record, rate
 from .arguments import add_cache_dir
 
 SHOWN_MATCHES = 4  # ids named when `tuner show` is given a part of several
@@ -17,7 +17,7 @@ def print_best(record: Record) -> None:
     simulated = " (simulated CPU time)" if record.device.simulated else ""
     fraction = (f", {best.fraction_of_peak:.1%} of peak" if best.fraction_of_peak is not None
                 else ", no peak to compare with" if simulated else ", peak unknown for this device")
-    print(f"best: {best.gflops:.3g} GFLOP/s{simulated}{fraction}, median {best.seconds * 1e3:.3f} ms "
+    print(f"best: {rate(best.gflops)}{simulated}{fraction}, median {best.seconds * 1e3:.3f} ms "
           f"over {best.reps} runs")
     print("  " + " ".join(f"{name}={json.dumps(value)}" for name, value in record.best.config.as_dict().items()))
 
@@ -59,7 +59,7 @@ def _list(args) -> int:
         print(f"no cache records in {cache.cache_dir(args.cache_dir)} (run tuner search first)")
     for row in rows:
         simulated = " simulated" if row["simulated"] else ""
-        print(f"{row['id']}  {row['gflops']:.3g} GFLOP/s{simulated}  {row['budget']['measured']} measured  "
+        print(f"{row['id']}  {rate(row['gflops'])}{simulated}  {row['budget']['measured']} measured  "
               f"{row['searched']['finished']}  [{row['source']}]")
     return 0
 
@@ -86,7 +86,7 @@ def _show(args) -> int:
     print(f"{record.family} problem {data['problem']}; times are {record.clock}")
     print_best(record)
     for entry in record.runners_up:
-        print(f"  runner-up: {entry.measurement.gflops:.3g} GFLOP/s  "
+        print(f"  runner-up: {rate(entry.measurement.gflops)}  "
               + " ".join(f"{name}={json.dumps(value)}" for name, value in entry.config.as_dict().items()))
     print(f"budget: {data['budget']}; searched {record.started} to {record.finished}")
     print(f"study: {record.study['name']} in {record.study['storage']}")

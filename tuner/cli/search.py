@@ -11,7 +11,7 @@ from ..backends import BACKENDS, SIMULATOR_DEFAULT, get_backend
 from ..compile_ahead import default_workers
 from ..dtypes import PRECISIONS
 from ..problem import Problem
-from ..record import file_stem
+from ..record import file_stem, rate
 from ..runtime import NoGPU, Runtime, chosen_backend, detect_runtime, open_runtime
 from ..sampler import SAMPLERS
 from ..space import Space
@@ -88,7 +88,7 @@ def _search(args) -> int:
 
     def progress(outcome, measurement, best):
         bar.update(search.shared.measured_count(search.study) - bar.n)  # every worker's measurements
-        bar.set_postfix_str(f"best {best:.3g} GFLOP/s{unit}" if best else "none passed yet")
+        bar.set_postfix_str(f"best {rate(best)}{unit}" if best else "none passed yet")
 
     workers = args.compile_workers
     if workers is None:
