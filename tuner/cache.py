@@ -103,6 +103,29 @@ def remove_stale_temporaries(path: Path) -> None:
         stale.unlink(missing_ok=True)
 
 
+def write_atomically(path: Path, content: bytes, keep_mode: bool = False) -> None:
+    """Replace `path` with `content` in one rename after an fsync, so that a reader sees the old file
+    or the new one whole. The file is created with mode 600 or, with `keep_mode`, the mode and (where
+    allowed) the owner of the file it replaces. On failure no temporary file is left; the caller holds
+    the lock under which remove_stale_temporaries removes those of writers killed before their rename."""
+    info = path.stat() if keep_mode else None
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(content)
+            file.flush()
+            os.fsync(file.fileno())
+        if info:
+            os.chmod(temporary, stat.S_IMODE(info.st_mode))
+            with contextlib.suppress(PermissionError):
+                os.chown(temporary, info.st_uid, info.st_gid)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
 def read_record(path: Path) -> record.Record:
     """The record in `path`, migrated and checked; CacheError saying what is wrong."""
     try:
@@ -152,13 +175,7 @@ def store(path: Path, new: record.Record) -> None:
     if problem:
         raise AssertionError(f"refusing to write an invalid record to {path}: {problem}")
     remove_stale_temporaries(path)
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f"{path.name}.", suffix=".tmp",
-                                     delete=False) as tmp:
-        tmp.write(text)
-        tmp.flush()
-        os.fsync(tmp.fileno())
-    os.replace(tmp.name, path)
+    write_atomically(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
 
 
 def record_paths(root: Path) -> Iterator[Path]:

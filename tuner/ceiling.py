@@ -12,12 +12,10 @@ ceiling: an HMMA keeps its pipe busy for several cycles, so its share of the iss
 bounds nothing.
 """
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Callable
 
-from .cache import locked, remove_stale_temporaries
+from .cache import locked, remove_stale_temporaries, write_atomically
 from .config import Config
 from .devices import templates_hash
 from .runtime import Runtime
@@ -69,14 +67,7 @@ class Ceilings:
         with locked(self.path):
             self.known = {**_read(self.path), **self.known}
             remove_stale_temporaries(self.path)
-            with tempfile.NamedTemporaryFile("w", dir=self.path.parent, prefix=f"{self.path.name}.", suffix=".tmp",
-                                             delete=False) as tmp:
-                try:
-                    json.dump(self.known, tmp)
-                except BaseException:
-                    os.unlink(tmp.name)
-                    raise
-            os.replace(tmp.name, self.path)
+            write_atomically(self.path, json.dumps(self.known).encode())
 
 
 def _read(path: Path) -> dict:

@@ -7,16 +7,12 @@ Opening a journal here moves the torn bytes aside to a file of their own, keeps 
 (an entry appended onto a torn line included), and says so in one line. Only bytes that are the
 start of an Optuna entry are ever moved: a file that is not a journal is refused, never rewritten.
 """
-import contextlib
 import json
-import os
-import stat
-import tempfile
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .cache import remove_stale_temporaries
+from .cache import remove_stale_temporaries, write_atomically
 
 ENTRY_START = b'{"op_code":'
 
@@ -101,22 +97,8 @@ def repair(path: Path, label: str) -> None:
         except OSError:  # a full disk: no empty file is left for each try, and the journal stays as it was
             aside.unlink(missing_ok=True)
             raise
-    _replace(path, repaired)
+    write_atomically(path, repaired, keep_mode=True)
     if torn:
         warnings.warn(f"tuner: the study journal {label} had {sum(map(len, torn))} torn bytes (a write cut short by "
                       f"a crash or a full disk); they were moved to {aside}, and the study goes on",
                       JournalRepairedWarning, stacklevel=3)
-
-
-def _replace(path: Path, content: bytes) -> None:
-    """Replace the file at `path` with `content` in one rename, keeping its mode and owner."""
-    info = path.stat()
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
-    with os.fdopen(descriptor, "wb") as file:
-        file.write(content)
-        file.flush()
-        os.fsync(file.fileno())
-    os.chmod(temporary, stat.S_IMODE(info.st_mode))
-    with contextlib.suppress(PermissionError):
-        os.chown(temporary, info.st_uid, info.st_gid)
-    os.replace(temporary, path)

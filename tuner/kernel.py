@@ -9,12 +9,10 @@ writer removes the temporary file of one killed mid-write. The directory, and th
 beside the files where Numba keeps its compiled kernels, must be writable by this user alone (see
 docs/security.md).
 """
-import contextlib
 import hashlib
 import os
 import stat
 import sys
-import tempfile
 import types
 import warnings
 from dataclasses import dataclass
@@ -117,17 +115,7 @@ def _write_atomically(path: Path, content: bytes) -> None:
     try:
         with cache.locked(path):
             cache.remove_stale_temporaries(path)
-            descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
-            try:
-                with os.fdopen(descriptor, "wb") as file:
-                    file.write(content)
-                    file.flush()
-                    os.fsync(file.fileno())
-                os.replace(temporary, path)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.unlink(temporary)
-                raise
+            cache.write_atomically(path, content)
     except OSError as error:
         raise UnsafeKernelDirectory(f"cannot write the kernel file {path} ({error.strerror or error}); check the "
                                     "disk space and what is at that path, or set TUNER_KERNEL_DIR to another "
