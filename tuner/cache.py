@@ -36,6 +36,10 @@ class MisfiledRecord(CacheError):
     """A sound record at another record's path; the message says what to do."""
 
 
+class NotARegularFile(OSError):
+    """A FIFO, a device or a folder where a file was to be read."""
+
+
 def user_path(given: str | os.PathLike) -> Path:
     """A path as a user wrote it, with a leading ~ expanded as a shell would (a shell leaves it in
     `--cache-dir=~/x`, and environment files leave it too)."""
@@ -126,15 +130,21 @@ def write_atomically(path: Path, content: bytes, keep_mode: bool = False) -> Non
         raise
 
 
+def read_regular_file(path: Path, limit: int) -> bytes:
+    """The first `limit` + 1 bytes of the regular file at `path`, one more than `limit` so that the
+    caller can refuse a larger file. It is opened without blocking, so that a FIFO or a device planted
+    there cannot hang the reader: NotARegularFile for one."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise NotARegularFile("not a regular file")
+        return file.read(limit + 1)
+
+
 def read_record(path: Path) -> record.Record:
     """The record in `path`, migrated and checked; CacheError saying what is wrong."""
     try:
-        # Non-blocking, so that a FIFO or a device planted under the record's name cannot hang the reader.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(descriptor, "rb") as file:
-            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-                raise OSError("not a regular file")
-            raw = file.read(record.MAX_BYTES + 1)
+        raw = read_regular_file(path, record.MAX_BYTES)
         if len(raw) > record.MAX_BYTES:
             raise OSError(f"over {record.MAX_BYTES} bytes, too large to be a record")
         data = json.loads(raw)

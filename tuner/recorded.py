@@ -4,12 +4,11 @@ import gzip
 import io
 import json
 import math
-import os
-import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cache import NotARegularFile, read_regular_file
 
 # A recorded space of 100,000 configurations takes a few tens of MB; a larger file is refused
 # before it can fill the memory.
@@ -80,11 +79,9 @@ def _read(path: Path) -> bytes:
     """The bytes of a regular file of at most MAX_BYTES; a FIFO or a device is refused without
     blocking or reading on."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(descriptor, "rb") as file:
-            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-                raise RecordingError(f"{path}: not a regular file; give a Kernel Tuner cache file or a sweep file")
-            raw = file.read(MAX_BYTES + 1)
+        raw = read_regular_file(path, MAX_BYTES)
+    except NotARegularFile:
+        raise RecordingError(f"{path}: not a regular file; give a Kernel Tuner cache file or a sweep file") from None
     except OSError as error:
         raise RecordingError(f"{path}: cannot be read ({error.strerror or error})") from None
     if len(raw) > MAX_BYTES:
