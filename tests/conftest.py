@@ -34,6 +34,18 @@ def postgres_url(postgres_server) -> str:
     return postgres_server.database()
 
 
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """The test's own empty cache directory as $TUNER_CACHE_DIR, the library reloaded to see it and
+    again after the test."""
+    import tuner
+
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
+    tuner.reload()
+    yield tmp_path
+    tuner.reload()
+
+
 @pytest.fixture(autouse=True)
 def no_shipped_records(monkeypatch, tmp_path_factory):
     """The records shipped in cache/records depend on the GPUs measured so far: tests in this

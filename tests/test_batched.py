@@ -16,12 +16,7 @@ from tuner.simulator import describe
 HERE = describe("cuda")
 
 
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
-    tuner.reload()
-    yield tmp_path
-    tuner.reload()
+pytestmark = pytest.mark.usefixtures("cache_dir")
 
 
 def _stack(*shape, dtype="float32", seed=0):

@@ -16,13 +16,9 @@ TOLERANCE = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-3}
 
 
 @pytest.fixture(autouse=True)
-def empty_cache(tmp_path, monkeypatch):
+def empty_cache(cache_dir):
     """Nothing tuned: every product runs the default configuration, warned about once."""
-    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
-    tuner.reload()
     warnings.simplefilter("ignore", tuner.UntunedWarning)
-    yield
-    tuner.reload()
 
 
 def _operands(m, n, k, dtype="float32", seed=0):

@@ -21,14 +21,6 @@ SMALL = Config(block_m=32, block_n=32, thread_m=2, thread_n=2)
 LARGE = Config(block_m=64, block_n=32, thread_m=4, thread_n=2, prefetch=False)
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
-    tuner.reload()
-    yield tmp_path
-    tuner.reload()
-
-
 def _store(root, device, problem, ranked):
     path = cache.record_path(root, device.slug, problem.key)
     cache.write_record(path, make_record(device, problem, ranked))
