@@ -1,4 +1,5 @@
-"""Child processes that the tests interrupt, and finding them."""
+"""Child processes that the tests start at once, interrupt, and find."""
+import multiprocessing
 import os
 import signal
 
@@ -23,3 +24,17 @@ def running_with(*words: str, without: str | None = None) -> list[int]:
         if all(word in argv for word in words) and (without is None or without not in argv):
             found.append(int(entry))
     return found
+
+
+def run_at_once(target, arguments: list[tuple]) -> None:
+    """Run `target(*args, start)` in a spawned process for each `args` in `arguments`, all let go
+    together by the Event `start` so that they overlap; each must exit with 0."""
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    processes = [context.Process(target=target, args=(*args, start)) for args in arguments]
+    for process in processes:
+        process.start()
+    start.set()
+    for process in processes:
+        process.join(timeout=300)
+        assert process.exitcode == 0

@@ -5,6 +5,7 @@ import json
 import multiprocessing
 
 import pytest
+from processes import run_at_once
 from records import H100, make_record
 
 from tuner import cache
@@ -119,15 +120,7 @@ def _write_many(root, writer: int, start) -> None:
 
 
 def test_eight_processes_writing_at_once_lose_no_record(tmp_path):
-    context = multiprocessing.get_context("spawn")
-    start = context.Event()
-    writers = [context.Process(target=_write_many, args=(tmp_path, writer, start)) for writer in range(WRITERS)]
-    for writer in writers:
-        writer.start()
-    start.set()
-    for writer in writers:
-        writer.join(timeout=300)
-        assert writer.exitcode == 0
+    run_at_once(_write_many, [(tmp_path, writer) for writer in range(WRITERS)])
     records = {path.name: cache.read_record(path) for path in cache.record_paths(tmp_path)}
     assert len(records) == WRITERS * ENTRIES + 1
     for writer in range(WRITERS):

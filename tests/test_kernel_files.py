@@ -2,13 +2,13 @@
 differs from the source rendered now (appended to, planted, edited, a symbolic link, another
 user's) is replaced before use and does not run, and the directory must be this user's alone."""
 import errno
-import multiprocessing
 import os
 import sys
 import warnings
 
 import numpy as np
 import pytest
+from processes import run_at_once
 
 import tuner
 from tuner import kernel
@@ -184,15 +184,7 @@ def test_writers_of_one_kernel_file_at_once_never_remove_each_others_temporary_f
     their rename, so none loses its own (os.replace would fail) and none is left."""
     directory, path, source = kernels
     directory.mkdir(mode=0o700)
-    context = multiprocessing.get_context("spawn")
-    start = context.Event()
-    writers = [context.Process(target=_write_often, args=(path, source, start)) for _ in range(4)]
-    for writer in writers:
-        writer.start()
-    start.set()
-    for writer in writers:
-        writer.join(timeout=300)
-        assert writer.exitcode == 0
+    run_at_once(_write_often, [(path, source)] * 4)
     assert path.read_text() == source and not list(directory.glob("*.tmp"))
 
 
