@@ -96,13 +96,18 @@ def _compile_workers_of(root) -> list[int]:
     return running_with("tuner.compile_ahead", str(root / "kernels"))
 
 
+def _pooled_search(root, trials: int, **popen) -> subprocess.Popen:
+    """A `tuner search` process of `trials` with two compile workers, its cache and kernels under `root`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16",
+         "--trials", str(trials), "--compile-workers", "2", "--cache-dir", str(root)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={k: v for k, v in os.environ.items() if k != "TUNER_KERNEL_DIR"}, **popen)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_ctrl_c_stops_a_pooled_search_and_its_workers(tmp_path):
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16",
-         "--trials", "200", "--compile-workers", "2", "--cache-dir", str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=answers_ctrl_c,
-        env={k: v for k, v in os.environ.items() if k != "TUNER_KERNEL_DIR"})
+    process = _pooled_search(tmp_path, 200, preexec_fn=answers_ctrl_c)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (list(cache.record_paths(tmp_path)) and _compile_workers_of(tmp_path)):
         time.sleep(0.1)
@@ -125,11 +130,7 @@ def _study_trials(root) -> list:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_pooled_search_survives_a_killed_compile_worker(tmp_path):
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16",
-         "--trials", "4", "--compile-workers", "2", "--cache-dir", str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={k: v for k, v in os.environ.items() if k != "TUNER_KERNEL_DIR"})
+    process = _pooled_search(tmp_path, 4)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not list(cache.record_paths(tmp_path)):
         time.sleep(0.05)
