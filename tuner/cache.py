@@ -11,13 +11,9 @@ nothing read back from an older record is merged into a new one (a search re-mea
 configurations of the record it replaces). Records measured for this project on real GPUs ship
 read-only in the repository's cache/.
 """
-import contextlib
-import fcntl
 import functools
 import json
 import os
-import stat
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.resources import files
@@ -26,6 +22,7 @@ from pathlib import Path
 import platformdirs
 
 from . import record
+from .disk import locked, read_regular_file, remove_stale_temporaries, write_atomically
 
 
 class CacheError(ValueError):
@@ -34,10 +31,6 @@ class CacheError(ValueError):
 
 class MisfiledRecord(CacheError):
     """A sound record at another record's path; the message says what to do."""
-
-
-class NotARegularFile(OSError):
-    """A FIFO, a device or a folder where a file was to be read."""
 
 
 def user_path(given: str | os.PathLike) -> Path:
@@ -76,69 +69,6 @@ def shipped_dir() -> Path:
 def record_path(root: Path, device_slug: str, stem: str) -> Path:
     """Where the record of a device's folder and a problem's file stem (record.file_stem) lies."""
     return root / "records" / device_slug / f"{stem}.json"
-
-
-def make_dirs(directory: Path) -> None:
-    """Create `directory` and each missing folder above it with mode 700, whatever the umask (a
-    folder of 775 would make the kernel directory below it unsafe: kernel.private_dir)."""
-    for folder in reversed(directory.parents):
-        if not folder.exists():
-            folder.mkdir(mode=0o700, exist_ok=True)
-    directory.mkdir(mode=0o700, exist_ok=True)
-
-
-@contextlib.contextmanager
-def locked(path: Path):
-    """An exclusive lock on `path`'s companion .lock file, held for the block."""
-    make_dirs(path.parent)
-    with open(path.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def remove_stale_temporaries(path: Path) -> None:
-    """Remove the temporary files (`<name>.*.tmp`) left beside `path` by writers killed before their
-    rename. The caller holds the lock that every writer of `path` holds while its temporary file
-    exists, so none of them is in use."""
-    for stale in path.parent.glob(f"{path.name}.*.tmp"):
-        stale.unlink(missing_ok=True)
-
-
-def write_atomically(path: Path, content: bytes, keep_mode: bool = False) -> None:
-    """Replace `path` with `content` in one rename after an fsync, so that a reader sees the old file
-    or the new one whole. The file is created with mode 600 or, with `keep_mode`, the mode and (where
-    allowed) the owner of the file it replaces. On failure no temporary file is left; the caller holds
-    the lock under which remove_stale_temporaries removes those of writers killed before their rename."""
-    info = path.stat() if keep_mode else None
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(content)
-            file.flush()
-            os.fsync(file.fileno())
-        if info:
-            os.chmod(temporary, stat.S_IMODE(info.st_mode))
-            with contextlib.suppress(PermissionError):
-                os.chown(temporary, info.st_uid, info.st_gid)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-
-
-def read_regular_file(path: Path, limit: int) -> bytes:
-    """The first `limit` + 1 bytes of the regular file at `path`, one more than `limit` so that the
-    caller can refuse a larger file. It is opened without blocking, so that a FIFO or a device planted
-    there cannot hang the reader: NotARegularFile for one."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(descriptor, "rb") as file:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise NotARegularFile("not a regular file")
-        return file.read(limit + 1)
 
 
 def read_record(path: Path) -> record.Record:

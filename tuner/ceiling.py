@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from .cache import locked, remove_stale_temporaries, write_atomically
+from .disk import locked, remove_stale_temporaries, write_atomically
 from .config import Config
 from .devices import templates_hash
 from .runtime import Runtime

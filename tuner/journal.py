@@ -12,7 +12,7 @@ import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .cache import remove_stale_temporaries, write_atomically
+from .disk import remove_stale_temporaries, write_atomically
 
 ENTRY_START = b'{"op_code":'
 

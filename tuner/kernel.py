@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cache, simulator
+from . import cache, disk, simulator
 from .arrays import scalar
 from .config import Tiling
 from .source import render
@@ -54,7 +54,7 @@ def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR, what: str = "the
     directory that no other user can write; UnsafeKernelDirectory saying what is wrong and `remedy`
     otherwise."""
     try:
-        cache.make_dirs(directory)
+        disk.make_dirs(directory)
         info = os.lstat(directory)
     except FileExistsError:
         raise UnsafeKernelDirectory(f"{directory} exists and is not a directory; {remedy}") from None
@@ -113,9 +113,9 @@ def _write_atomically(path: Path, content: bytes) -> None:
     """Replace `path` with `content` in one rename, under its lock, so that the temporary files of
     writers killed before their rename can be removed; on failure no temporary file is left."""
     try:
-        with cache.locked(path):
-            cache.remove_stale_temporaries(path)
-            cache.write_atomically(path, content)
+        with disk.locked(path):
+            disk.remove_stale_temporaries(path)
+            disk.write_atomically(path, content)
     except OSError as error:
         raise UnsafeKernelDirectory(f"cannot write the kernel file {path} ({error.strerror or error}); check the "
                                     "disk space and what is at that path, or set TUNER_KERNEL_DIR to another "

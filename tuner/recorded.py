@@ -8,7 +8,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache import NotARegularFile, read_regular_file
+from .disk import NotARegularFile, read_regular_file
 
 # A recorded space of 100,000 configurations takes a few tens of MB; a larger file is refused
 # before it can fill the memory.

@@ -16,7 +16,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from . import cache, record
+from . import cache, disk, record
 from .ceiling import Ceilings, why_not_measure
 from .compile_ahead import CompileAheadFailed, Compiled, CompilePool
 from .config import Tiling
@@ -120,7 +120,7 @@ class Search:
     def _check_writable(self) -> None:
         """Stop before anything is measured where the record or the kernel files could not be
         written: the record's lock is taken (its folder made) and the kernel directory checked."""
-        with cache.locked(self.path):
+        with disk.locked(self.path):
             pass
         check_kernel_dir(kernel_dir(self.root))
 
@@ -330,7 +330,7 @@ class Search:
     def save(self) -> tuple[record.Record | None, Path | None]:
         """Write the study's best so far to the cache: the record as stored and its path, or
         (None, None) while no variant has passed."""
-        with shielded(), cache.locked(self.path):  # built under the lock: the last writer has every worker's trials
+        with shielded(), disk.locked(self.path):  # built under the lock: the last writer has every worker's trials
             built = build_record(self.study, self.runtime, self.problem, self.storage_label)
             if built is None:
                 return None, None

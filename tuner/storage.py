@@ -28,7 +28,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from . import journal
-from .cache import make_dirs
+from .disk import make_dirs
 from .locks import AdvisoryLock, FileLock, NoLock, ReadOnlyLock
 from .trials import MEASURE, SPENT, Decision, config_key, is_measured
 
