@@ -2,6 +2,7 @@
 device's, and falls back to a default with one warning; bad records are skipped, named."""
 import dataclasses
 import json
+import re
 import warnings
 
 import numpy as np
@@ -213,6 +214,12 @@ def test_get_kernel_takes_numpy_dtypes(cache_dir, dtype):
         tuner.get_kernel(4, 4, 4, 5)
     with pytest.raises(TypeError, match="dtype must be a NumPy dtype or its name, such as 'float32', not None"):
         tuner.get_kernel(4, 4, 4, None)  # NumPy would read it as float64
+
+
+def test_with_a_cache_dir_given_the_untuned_warning_tells_the_search_to_store_there(cache_dir, tmp_path):
+    other = tmp_path / "my cache"
+    with pytest.warns(tuner.UntunedWarning, match=re.escape(f"--shape 8 9 10 --cache-dir '{other}'")):
+        tuner.get_kernel(8, 9, 10, cache_dir=other)
 
 
 def test_get_kernel_names_its_own_cache_dir_argument_in_errors(tmp_path):

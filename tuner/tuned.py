@@ -10,6 +10,7 @@ used. With nothing tuned for this model, a default configuration runs, after one
 names the command to tune it.
 """
 import numbers
+import shlex
 import threading
 import warnings
 from collections import OrderedDict
@@ -104,13 +105,14 @@ class Library:
     runtime: Runtime
     kernels: Path  # the kernel directory
     choices: list[Choice]
+    search_options: str = ""  # what `tuner search` needs to store where this library reads (--cache-dir)
     chosen: OrderedDict = field(default_factory=OrderedDict)  # Problem -> TunedKernel, most recent last
     compiled: dict = field(default_factory=dict)  # (Space, configuration) -> Kernel
     warned: set = field(default_factory=set)  # (family, dtype) pairs warned about
     verified: dict = field(default_factory=dict)  # (record path, configuration) -> whether it passed verification here
 
     @classmethod
-    def load(cls, runtime: Runtime, root: Path) -> "Library":
+    def load(cls, runtime: Runtime, root: Path, search_options: str = "") -> "Library":
         """The records of `runtime`'s device, or of its model, under `root` and in the shipped
         cache; a record that cannot be used is skipped with a SkippedRecordWarning naming it."""
         device, simulate = runtime.device, " --simulate" if runtime.simulated else ""
@@ -129,7 +131,7 @@ class Library:
                                f"run: tuner regenerate --backend {runtime.backend.name}{simulate}")
         for reason in skipped:
             warnings.warn(f"tuner: skipping cache record {reason}", SkippedRecordWarning, stacklevel=4)
-        return cls(runtime, kernel_dir(root), choices)
+        return cls(runtime, kernel_dir(root), choices, search_options)
 
     def kernel(self, problem: Problem) -> TunedKernel:
         """The compiled kernel for `problem`: tuned for the nearest shape, or the default."""
@@ -196,7 +198,7 @@ class Library:
         warnings.warn(
             f"tuner: nothing is tuned for {what} on {device.name} [{device.fingerprint}], so an untuned "
             f"default configuration runs; tune it once with: tuner search --backend {backend}{simulate} --dtype "
-            f"{problem.dtype} {problem.options}", UntunedWarning, stacklevel=4)
+            f"{problem.dtype} {problem.options}{self.search_options}", UntunedWarning, stacklevel=4)
 
 
 _lock = threading.Lock()
@@ -216,7 +218,8 @@ def _library(backend: str | None, cache_dir) -> Library:
         root = cache.cache_dir(cache_dir, option="cache_dir=")
         key = (runtime.device.fingerprint, root)
         if key not in _libraries:
-            _libraries[key] = Library.load(runtime, root)
+            given = f" --cache-dir {shlex.quote(str(root))}" if cache_dir is not None else ""
+            _libraries[key] = Library.load(runtime, root, given)
         return _libraries[key]
 
 
