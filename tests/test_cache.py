@@ -172,3 +172,17 @@ def test_a_gpus_rate_is_printed_in_whole_gflops_not_in_exponent_form(tmp_path, c
     out = capsys.readouterr().out
     assert "best: 30,912 GFLOP/s, peak unknown" in out
     assert "runner-up: 950 GFLOP/s" in out and "runner-up: 12.3 GFLOP/s" in out
+
+
+def test_show_says_that_a_shipped_records_study_is_on_the_machine_that_measured_it(tmp_path, capsys, monkeypatch):
+    from tuner.cli import main
+
+    problem = Problem(64, 64, 64)
+    for root in (tmp_path / "shipped", tmp_path / "user"):
+        cache.write_record(cache.record_path(root, H100.slug, problem.key),
+                           make_record(H100, problem, [(CONFIGS[0], 1000.0)]))
+    monkeypatch.setattr("tuner.cache.shipped_dir", lambda: tmp_path / "shipped")
+    assert main(["show", f"{H100.slug}/float32-64x64x64", "--cache-dir", str(tmp_path / "empty")]) == 0
+    assert "in test on the machine that measured it (this record ships with tuner" in capsys.readouterr().out
+    assert main(["show", f"{H100.slug}/float32-64x64x64", "--cache-dir", str(tmp_path / "user")]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("study: test in test")

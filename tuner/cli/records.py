@@ -68,7 +68,8 @@ def _show(args) -> int:
     matches = [stored for stored in _records(args) if args.record in stored.id]
     exact = [stored for stored in matches if stored.id == args.record]
     if exact or len(matches) == 1:
-        record = (exact or matches)[0].record  # the user's record before a shipped one of the same id
+        stored = (exact or matches)[0]  # the user's record before a shipped one of the same id
+        record = stored.record
     elif matches:
         named = ", ".join(stored.id for stored in matches[:SHOWN_MATCHES])
         more = f" and {len(matches) - SHOWN_MATCHES} more" if len(matches) > SHOWN_MATCHES else ""
@@ -89,7 +90,9 @@ def _show(args) -> int:
         print(f"  runner-up: {rate(entry.measurement.gflops)}  "
               + " ".join(f"{name}={json.dumps(value)}" for name, value in entry.config.as_dict().items()))
     print(f"budget: {data['budget']}; searched {record.started} to {record.finished}")
-    print(f"study: {record.study['name']} in {record.study['storage']}")
+    where = (" on the machine that measured it (this record ships with tuner; bench/results/ holds the studies "
+             "of the project's GPU runs)" if stored.shipped else "")
+    print(f"study: {record.study['name']} in {record.study['storage']}{where}")
     if source is not None:
         print("\n# the best configuration's kernel, rendered from the installed templates (records hold no source)")
         sys.stdout.write(source)
