@@ -78,6 +78,17 @@ def test_paths_given_with_a_tilde_no_shell_expanded_go_to_the_home_directory(tmp
     assert not (tmp_path / "~").exists()
 
 
+def test_a_relative_storage_path_is_recorded_as_an_absolute_one(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for storage, expected in (("sqlite:///walk.db", f"sqlite:///{tmp_path / 'walk.db'}"),
+                              ("studies.journal", str(tmp_path / "studies.journal"))):
+        assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir", "cache",
+                     "--storage", storage]) == 0
+        capsys.readouterr()
+        assert main(["show", "float32-16x16x16", "--cache-dir", "cache"]) == 0
+        assert capsys.readouterr().out.rstrip().endswith(f" in {expected}")
+
+
 def test_devices_shows_the_simulator_fingerprints(capsys):
     assert main(["devices", "--json"]) == 0
     devices = json.loads(capsys.readouterr().out)

@@ -23,8 +23,11 @@ def _path(text: str) -> str:
 
 
 def _storage(text: str) -> str:
-    """A storage URL as given, or a journal file path with a leading ~ expanded."""
-    return text if "://" in text else _path(text)
+    """A storage URL, or a journal file path, with a file's path made absolute (a leading ~
+    expanded), so that the records and reports that name it hold wherever they are read."""
+    if text.startswith("sqlite:///") and not text.startswith("sqlite:////"):
+        return "sqlite:///" + os.path.abspath(_path(text[len("sqlite:///"):]))
+    return text if "://" in text else os.path.abspath(_path(text))
 
 
 def _seconds(text: str) -> float:
