@@ -87,6 +87,12 @@ def test_a_relative_storage_path_is_recorded_as_an_absolute_one(tmp_path, capsys
         capsys.readouterr()
         assert main(["show", "float32-16x16x16", "--cache-dir", "cache"]) == 0
         assert capsys.readouterr().out.rstrip().endswith(f" in {expected}")
+    monkeypatch.setenv("TUNER_STORAGE", "")  # empty: the default journal
+    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir", "cache"]) == 0
+    assert (tmp_path / "cache" / "studies").is_dir()
+    from tuner.cli.arguments import _storage
+    assert _storage("sqlite:///:memory:") == "sqlite:///:memory:"
+    assert _storage("sqlite+pysqlite:///rel.db") == f"sqlite+pysqlite:///{tmp_path / 'rel.db'}"
 
 
 def test_devices_shows_the_simulator_fingerprints(capsys):

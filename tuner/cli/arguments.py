@@ -24,10 +24,23 @@ def _path(text: str) -> str:
 
 def _storage(text: str) -> str:
     """A storage URL, or a journal file path, with a file's path made absolute (a leading ~
-    expanded), so that the records and reports that name it hold wherever they are read."""
-    if text.startswith("sqlite:///") and not text.startswith("sqlite:////"):
-        return "sqlite:///" + os.path.abspath(_path(text[len("sqlite:///"):]))
-    return text if "://" in text else os.path.abspath(_path(text))
+    expanded), so that the records and reports that name it hold wherever they are read. Empty
+    is left empty: the default journal."""
+    if not text:
+        return text
+    if "://" not in text:
+        return os.path.abspath(_path(text))
+    if text.startswith("sqlite"):
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            url = make_url(text)
+        except ArgumentError:
+            return text  # opening it says what is wrong
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            return url.set(database=os.path.abspath(_path(url.database))).render_as_string(hide_password=False)
+    return text
 
 
 def _seconds(text: str) -> float:

@@ -17,7 +17,7 @@ from ..sampler import SAMPLERS
 from ..space import Space
 from ..stopping import follow_parent, stop_on_sigterm
 from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
-from .arguments import DTYPE_HELP, _count, _positive, _seconds, _seed, _study_name, add_cache_dir, add_storage
+from .arguments import DTYPE_HELP, _count, _positive, _seconds, _seed, _storage, _study_name, add_cache_dir, add_storage
 from .records import print_best
 
 DEFAULT_SHAPE = (4096, 4096, 4096)  # on a GPU; the simulator has its own (simulator.SHAPE)
@@ -119,7 +119,7 @@ def _search(args) -> int:
     print(f"figures: tuner report --study {shlex.quote(search.study.study_name)}"
           + (f" --cache-dir {shlex.quote(args.cache_dir)}" if args.cache_dir else "")
           + (f" --storage {shlex.quote(redacted(args.storage))}"
-             if args.storage and args.storage != os.environ.get("TUNER_STORAGE") else ""))
+             if args.storage and args.storage != _storage(os.environ.get("TUNER_STORAGE", "")) else ""))
     if outcome.interrupted:
         print(f"tuner search: {'terminated (SIGTERM)' if outcome.terminated else 'interrupted'}; completed trials "
               "are kept, run the same command to resume", file=sys.stderr)
