@@ -216,10 +216,15 @@ def test_get_kernel_takes_numpy_dtypes(cache_dir, dtype):
         tuner.get_kernel(4, 4, 4, None)  # NumPy would read it as float64
 
 
-def test_with_a_cache_dir_given_the_untuned_warning_tells_the_search_to_store_there(cache_dir, tmp_path):
+def test_with_a_cache_dir_given_the_commands_the_warnings_suggest_name_it(cache_dir, tmp_path):
     other = tmp_path / "my cache"
     with pytest.warns(tuner.UntunedWarning, match=re.escape(f"--shape 8 9 10 --cache-dir '{other}'")):
         tuner.get_kernel(8, 9, 10, cache_dir=other)
+    _store(other, OTHER_SOFTWARE, Problem(8, 8, 8), [(SMALL, 10.0)])
+    tuner.reload()
+    with pytest.warns(tuner.OtherSoftwareWarning, match=re.escape(f"tuner regenerate --backend cuda --simulate "
+                                                                  f"--cache-dir '{other}'")):
+        tuner.get_kernel(8, 8, 8, cache_dir=other)
 
 
 def test_get_kernel_names_its_own_cache_dir_argument_in_errors(tmp_path):

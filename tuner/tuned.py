@@ -105,16 +105,18 @@ class Library:
     runtime: Runtime
     kernels: Path  # the kernel directory
     choices: list[Choice]
-    search_options: str = ""  # what `tuner search` needs to store where this library reads (--cache-dir)
+    options: str = ""  # what a suggested tuner command needs to use this library's cache (--cache-dir)
     chosen: OrderedDict = field(default_factory=OrderedDict)  # Problem -> TunedKernel, most recent last
     compiled: dict = field(default_factory=dict)  # (Space, configuration) -> Kernel
     warned: set = field(default_factory=set)  # (family, dtype) pairs warned about
     verified: dict = field(default_factory=dict)  # (record path, configuration) -> whether it passed verification here
 
     @classmethod
-    def load(cls, runtime: Runtime, root: Path, search_options: str = "") -> "Library":
-        """The records of `runtime`'s device, or of its model, under `root` and in the shipped
-        cache; a record that cannot be used is skipped with a SkippedRecordWarning naming it."""
+    def load(cls, runtime: Runtime, root: Path, named: bool = False) -> "Library":
+        """The records of `runtime`'s device, or of its model, under `root` (`named` by the caller,
+        so that the commands suggested name it too) and in the shipped cache; a record that cannot
+        be used is skipped with a SkippedRecordWarning naming it."""
+        options = f" --cache-dir {shlex.quote(str(root.absolute()))}" if named else ""
         device, simulate = runtime.device, " --simulate" if runtime.simulated else ""
         catalog = cache.Catalog.read(root)
         skipped, choices = [str(error) for error in catalog.skipped], []
@@ -128,10 +130,10 @@ class Library:
                             for config in (valid if other_software else valid[:1])]
             elif stored.record.fingerprint == device.fingerprint:
                 skipped.append(f"{stored.path}: none of its configurations is valid in this version of tuner; "
-                               f"run: tuner regenerate --backend {runtime.backend.name}{simulate}")
+                               f"run: tuner regenerate --backend {runtime.backend.name}{simulate}{options}")
         for reason in skipped:
             warnings.warn(f"tuner: skipping cache record {reason}", SkippedRecordWarning, stacklevel=4)
-        return cls(runtime, kernel_dir(root), choices, search_options)
+        return cls(runtime, kernel_dir(root), choices, options)
 
     def kernel(self, problem: Problem) -> TunedKernel:
         """The compiled kernel for `problem`: tuned for the nearest shape, or the default."""
@@ -173,7 +175,7 @@ class Library:
             self.verified[key] = not check
             changes = ", ".join(software_changes(choice.record.device, self.runtime.device)) or "other versions"
             outcome = (f"it passed verification here, and runs as tuned; to re-time it: tuner regenerate --backend "
-                       f"{self.runtime.backend.name}{' --simulate' if self.runtime.simulated else ''}"
+                       f"{self.runtime.backend.name}{' --simulate' if self.runtime.simulated else ''}{self.options}"
                        if not check else f"it fails verification here ({check}), so it is not used")
             warnings.warn(f"tuner: {choice.path} was tuned for {record.file_stem(choice.tuned_for)} on this GPU model "
                           f"under other software ({changes}); its configuration {choice.config.describe()}: {outcome}",
@@ -198,7 +200,7 @@ class Library:
         warnings.warn(
             f"tuner: nothing is tuned for {what} on {device.name} [{device.fingerprint}], so an untuned "
             f"default configuration runs; tune it once with: tuner search --backend {backend}{simulate} --dtype "
-            f"{problem.dtype} {problem.options}{self.search_options}", UntunedWarning, stacklevel=4)
+            f"{problem.dtype} {problem.options}{self.options}", UntunedWarning, stacklevel=4)
 
 
 _lock = threading.Lock()
@@ -218,8 +220,7 @@ def _library(backend: str | None, cache_dir) -> Library:
         root = cache.cache_dir(cache_dir, option="cache_dir=")
         key = (runtime.device.fingerprint, root)
         if key not in _libraries:
-            given = f" --cache-dir {shlex.quote(str(root))}" if cache_dir is not None else ""
-            _libraries[key] = Library.load(runtime, root, given)
+            _libraries[key] = Library.load(runtime, root, named=cache_dir is not None)
         return _libraries[key]
 
 
