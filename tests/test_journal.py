@@ -159,3 +159,13 @@ def test_a_journal_that_may_not_be_written_is_read_without_locks_or_writes(tmp_p
     err = capsys.readouterr().err
     assert f"{path} cannot be read as a study journal" in err and err.count("\n") == 1, err
     assert path.read_bytes() == torn
+
+
+def test_a_journal_named_like_a_glob_pattern_removes_only_its_own_stale_temporary_files(tmp_path):
+    from tuner.disk import remove_stale_temporaries
+
+    own, other = tmp_path / "[a]1.journal.x1.tmp", tmp_path / "a1.journal.x2.tmp"
+    own.write_text("left by a killed repair")
+    other.write_text("another journal's repair, under its own lock")
+    remove_stale_temporaries(tmp_path / "[a]1.journal")
+    assert not own.exists() and other.exists()

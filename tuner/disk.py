@@ -1,8 +1,9 @@
 """Files written and read safely: under an exclusive lock, in one rename after an fsync, without
-blocking on a FIFO, in folders only their user can write. The cache, the journals, the kernel files
-and the ceilings all go through these."""
+blocking on a FIFO, in folders only their user can write. Records, journals, kernel files and
+ceilings are written through these; records and recorded spaces are read through them."""
 import contextlib
 import fcntl
+import glob
 import os
 import stat
 import tempfile
@@ -38,7 +39,7 @@ def remove_stale_temporaries(path: Path) -> None:
     """Remove the temporary files (`<name>.*.tmp`) left beside `path` by writers killed before their
     rename. The caller holds the lock that every writer of `path` holds while its temporary file
     exists, so none of them is in use."""
-    for stale in path.parent.glob(f"{path.name}.*.tmp"):
+    for stale in path.parent.glob(f"{glob.escape(path.name)}.*.tmp"):
         stale.unlink(missing_ok=True)
 
 
@@ -66,7 +67,7 @@ def write_atomically(path: Path, content: bytes, keep_mode: bool = False) -> Non
 
 
 def read_regular_file(path: Path, limit: int) -> bytes:
-    """The first `limit` + 1 bytes of the regular file at `path`, one more than `limit` so that the
+    """At most `limit` + 1 bytes of the regular file at `path`, one more than `limit` so that the
     caller can refuse a larger file. It is opened without blocking, so that a FIFO or a device planted
     there cannot hang the reader: NotARegularFile for one."""
     descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
