@@ -140,6 +140,14 @@ def test_a_symlinked_journal_is_repaired_where_it_lives_with_its_mode(tmp_path):
     assert _measured(real, tmp_path) == 2
 
 
+def test_a_journal_reached_by_two_names_has_one_append_lock_and_one_claims_lock(tmp_path):
+    real, link = tmp_path / "real.journal", tmp_path / "link.journal"
+    link.symlink_to(real)
+    by_name, by_link = (storage.SharedStorage(str(path), tmp_path / "unused.journal", 60) for path in (real, link))
+    assert by_name.lock.path == by_link.lock.path == tmp_path / "real.journal.claims.lock"
+    assert [lock.name for lock in tmp_path.glob("*.flock")] == ["real.journal.flock"]  # taken by both repairs
+
+
 def test_a_journal_that_may_not_be_written_is_read_without_locks_or_writes(tmp_path, monkeypatch, capsys):
     path = tmp_path / "study.journal"
     writable = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))

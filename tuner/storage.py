@@ -178,11 +178,12 @@ class SharedStorage:
             if not url:
                 make_dirs(path.parent)
             journal.check(path, str(path))
-            append_lock = FileLock(path.with_name(path.name + ".flock"))
+            target = path.resolve()  # the locks of a journal reached by two names (a symbolic link) are one
+            append_lock = FileLock(target.with_name(target.name + ".flock"))
             with append_lock.held(str(path)):
                 journal.repair(path, str(path))
             self.storage = _journal_storage(path, append_lock)
-            self.lock = FileLock(path.with_name(path.name + ".claims.lock"))
+            self.lock = FileLock(target.with_name(target.name + ".claims.lock"))
 
     def _database(self, url: str, heartbeat: int):
         try:
