@@ -96,6 +96,32 @@ def test_a_full_stdout_is_one_line_about_stdout_not_the_cache(tmp_path, argv, bu
                            "send it to a file or pipe that can take it\n")
 
 
+def test_output_held_back_by_a_command_that_then_fails_is_flushed_before_tuner_returns(monkeypatch, capsys):
+    """A command that prints, then stops on a user's mistake: its buffered output is flushed in
+    main, where a full disk is said in one line, not by Python's exit (status 120, a traceback)."""
+    import argparse
+
+    import tuner.cli
+
+    class Full(io.StringIO):
+        def flush(self):
+            raise OSError(28, "No space left on device")
+
+    def run(args):
+        print("a line held back")
+        raise ValueError("a mistake")
+
+    monkeypatch.setattr(tuner.cli, "build_parser", lambda: argparse.ArgumentParser())
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args",
+                        lambda self, argv=None: argparse.Namespace(command="list", run=run))
+    monkeypatch.setattr(sys, "stdout", Full())
+    assert main([]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "tuner list: error: a mistake",
+        "tuner list: error: cannot write the output to stdout: No space left on device; send it to a file or pipe "
+        "that can take it"]
+
+
 def test_buffered_output_whose_reader_left_stops_quietly(tmp_path):
     """`tuner list | head -c0`: the reader leaves before the buffered output is flushed at the end."""
     reader, writer = os.pipe()

@@ -103,16 +103,13 @@ _python_warning = warnings.formatwarning
 
 
 def main(argv=None) -> int:
-    from ..stopping import Terminated
-    from ..storage import redacted
-
     args = build_parser().parse_args(argv)
     warnings.formatwarning = _one_line_warning
     stdout = sys.stdout
     if stdout is not None:  # None where stdout was closed: print() then writes nothing
         sys.stdout = _Output(stdout)
     try:
-        status = args.run(args) or 0
+        status = _run(args)
         if stdout is not None:
             sys.stdout.flush()  # output still buffered fails here, not as Python exits
         return status
@@ -123,6 +120,19 @@ def main(argv=None) -> int:
         _discard_output()
         print(f"tuner {args.command}: error: {error}", file=sys.stderr)
         return 2
+    finally:
+        sys.stdout = stdout
+
+
+def _run(args) -> int:
+    """Run the parsed command: its exit status, a user's mistake said in one line."""
+    from ..stopping import Terminated
+    from ..storage import redacted
+
+    try:
+        return args.run(args) or 0
+    except (BrokenPipeError, OutputError):
+        raise
     except KeyboardInterrupt as stop:
         terminated = isinstance(stop, Terminated)
         print(f"tuner {args.command}: {'terminated (SIGTERM)' if terminated else 'interrupted'}", file=sys.stderr)
@@ -133,5 +143,3 @@ def main(argv=None) -> int:
         print(f"tuner {args.command}: error: {redacted(explain(error), getattr(args, 'storage', None) or '')}",
               file=sys.stderr)
         return 2
-    finally:
-        sys.stdout = stdout
