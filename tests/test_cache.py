@@ -186,3 +186,16 @@ def test_show_says_that_a_shipped_records_study_is_on_the_machine_that_measured_
     assert "in test on the machine that measured it (this record ships with tuner" in capsys.readouterr().out
     assert main(["show", f"{H100.slug}/float32-64x64x64", "--cache-dir", str(tmp_path / "user")]) == 0
     assert capsys.readouterr().out.rstrip().endswith("study: test in test")
+
+
+def test_show_given_a_part_that_a_shipped_record_and_one_of_yours_share_shows_yours(tmp_path, capsys, monkeypatch):
+    from tuner.cli import main
+
+    problem, yours = Problem(64, 64, 64), dataclasses.replace(H100, name="NVIDIA A100-SXM4-80GB", arch="sm_80")
+    cache.write_record(cache.record_path(tmp_path / "shipped", H100.slug, problem.key),
+                       make_record(H100, problem, [(CONFIGS[0], 1000.0)]))
+    cache.write_record(cache.record_path(tmp_path / "user", yours.slug, problem.key),
+                       make_record(yours, problem, [(CONFIGS[0], 500.0)]))
+    monkeypatch.setattr("tuner.cache.shipped_dir", lambda: tmp_path / "shipped")
+    assert main(["show", "float32-64x64x64", "--cache-dir", str(tmp_path / "user")]) == 0
+    assert capsys.readouterr().out.startswith("NVIDIA A100-SXM4-80GB")
