@@ -35,6 +35,10 @@ def run_at_once(target, arguments: list[tuple]) -> None:
     for process in processes:
         process.start()
     start.set()
-    for process in processes:
-        process.join(timeout=300)
-        assert process.exitcode == 0
+    try:
+        for process in processes:
+            process.join(timeout=300)
+            assert process.exitcode == 0
+    finally:
+        for process in processes:
+            process.kill()  # one that hangs would outlive the test

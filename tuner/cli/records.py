@@ -92,8 +92,8 @@ def _show(args) -> int:
         print(f"  runner-up: {rate(entry.measurement.gflops)}  "
               + " ".join(f"{name}={json.dumps(value)}" for name, value in entry.config.as_dict().items()))
     print(f"budget: {data['budget']}; searched {record.started} to {record.finished}")
-    where = (" on the machine that measured it (this record ships with tuner; bench/results/ holds the studies "
-             "of the project's GPU runs)" if stored.shipped else "")
+    where = (" on the machine that measured it (this record ships with tuner; the tuner repository's bench/results/ "
+             "holds the studies of its GPU runs)" if stored.shipped else "")
     print(f"study: {record.study['name']} in {record.study['storage']}{where}")
     if source is not None:
         print("\n# the best configuration's kernel, rendered from the installed templates (records hold no source)")
