@@ -22,7 +22,7 @@ from pathlib import Path
 import platformdirs
 
 from . import record
-from .disk import locked, read_regular_file, remove_stale_temporaries, write_atomically
+from .disk import locked, read_regular_file, write_atomically
 
 
 class CacheError(ValueError):
@@ -114,7 +114,6 @@ def store(path: Path, new: record.Record) -> None:
         problem = str(error)
     if problem:
         raise AssertionError(f"refusing to write an invalid record to {path}: {problem}")
-    remove_stale_temporaries(path)
     write_atomically(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
 
 

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from .disk import locked, remove_stale_temporaries, write_atomically
+from .disk import locked, write_atomically
 from .config import Config
 from .devices import templates_hash
 from .runtime import Runtime
@@ -66,7 +66,6 @@ class Ceilings:
         file a writer killed before its rename left is removed."""
         with locked(self.path):
             self.known = {**_read(self.path), **self.known}
-            remove_stale_temporaries(self.path)
             write_atomically(self.path, json.dumps(self.known).encode())
 
 

@@ -46,8 +46,10 @@ def remove_stale_temporaries(path: Path) -> None:
 def write_atomically(path: Path, content: bytes, keep_mode: bool = False) -> None:
     """Replace `path` with `content` in one rename after an fsync, so that a reader sees the old file
     or the new one whole. The file is created with mode 600 or, with `keep_mode`, the mode and (where
-    allowed) the owner of the file it replaces. On failure no temporary file is left; the caller holds
-    the lock under which remove_stale_temporaries removes those of writers killed before their rename."""
+    allowed) the owner of the file it replaces. On failure no temporary file is left. The caller holds
+    the lock that every writer of `path` takes, so the temporary files of writers killed before their
+    rename are removed first."""
+    remove_stale_temporaries(path)
     info = path.stat() if keep_mode else None
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
     try:

@@ -114,7 +114,6 @@ def _write_atomically(path: Path, content: bytes) -> None:
     writers killed before their rename can be removed; on failure no temporary file is left."""
     try:
         with disk.locked(path):
-            disk.remove_stale_temporaries(path)
             disk.write_atomically(path, content)
     except OSError as error:
         raise UnsafeKernelDirectory(f"cannot write the kernel file {path} ({error.strerror or error}); check the "
