@@ -5,11 +5,12 @@ few configurations of a large product, and TPE's proposals there are nearly all 
    the same with its turn never ending early (turn_waste infinite): seconds per search, trials
    asked, and the fraction of the sample's optimum found in TRIALS evaluations.
 2. On each full recorded space, and on the project's float32 space (answered with random values,
-   as it has no recording), the largest ratio, during TPE's turn, of the trials answered without
-   measuring to the measured ones (startup at least), with the turn never ending early. Below
-   the default turn_waste everywhere, the early end never happens there, and replays are unchanged.
+   as it has no recording), the largest ratio, during TPE's turn, of its invalid suggestions to
+   the valid configurations measured (startup at least), with the turn never ending early: the
+   ratio the early end compares with turn_waste. Below it everywhere, the early end never happens
+   there, and replays are unchanged.
 
-    python bench/sparse_recording.py > bench/results/sparse_recording.json
+    python bench/sparse_recording.py > bench/results/search_efficiency/sparse_recording.json
 """
 import glob
 import json
@@ -33,15 +34,15 @@ ROWS, TRIALS, SPARSE_SEEDS, RATIO_SEEDS, PROJECT_SEEDS = 150, 100, 10, 100, 40
 NEVER = Options(turn_waste=float("inf"))
 
 
-def sparse(space: recorded.RecordedSpace, rows: int, seed: int) -> recorded.RecordedSpace:
+def sparse(space: recorded.RecordedSpace, name: str, rows: int, seed: int) -> recorded.RecordedSpace:
     """`rows` of the space's recorded configurations, drawn at random, over the same domains."""
     keys = list(space.results)
     chosen = np.random.default_rng(seed).choice(len(keys), rows, replace=False)
-    return recorded.RecordedSpace(f"{space.name}, {rows} rows", space.domains,
+    return recorded.RecordedSpace(f"{name}, {rows} rows", space.domains,
                                   {keys[index]: space.results[keys[index]] for index in chosen})
 
 
-def told_kinds(run) -> list[str]:
+def told_kinds(run) -> tuple[replaying.Run, list[str]]:
     """The kinds that a replay told, in order, with the replay's Run."""
     kinds, answering = [], replaying.answer
     replaying.answer = lambda study, trial, kind, *rest: kinds.append(kind) or answering(study, trial, kind, *rest)
@@ -54,7 +55,7 @@ def told_kinds(run) -> list[str]:
 def sparse_rows() -> list[dict]:
     rows = []
     for name in SPARSE:
-        space = sparse(recorded.load(DATA / f"{name}.json.gz"), ROWS, 0)
+        space = sparse(recorded.load(DATA / f"{name}.json.gz"), name, ROWS, 0)
         for label, options in (("default", Options()), ("turn never ends early", NEVER)):
             fractions, seconds, asked = [], 0.0, 0
             for seed in range(SPARSE_SEEDS):
@@ -73,15 +74,15 @@ def sparse_rows() -> list[dict]:
 
 
 def largest_ratio(kinds: list[str], tpe_first: int, startup: int) -> float:
-    """The largest unmeasured / max(measured, startup) before the tpe_first-th measured trial."""
-    measured = unmeasured = 0
+    """The largest invalid / max(measured, startup) before the tpe_first-th measured trial."""
+    measured = invalid = 0
     largest = 0.0
     for kind in kinds:
         if measured >= tpe_first:
             break
         measured += kind == "measured"
-        unmeasured += kind != "measured"
-        largest = max(largest, unmeasured / max(measured, startup))
+        invalid += kind == "invalid"
+        largest = max(largest, invalid / max(measured, startup))
     return largest
 
 
@@ -92,7 +93,7 @@ def recorded_ratios() -> list[dict]:
         ratios = [largest_ratio(told_kinds(lambda: replaying.replay(space, NEVER.tpe_first, "local", seed,
                                                                     options=NEVER))[1], NEVER.tpe_first, NEVER.startup)
                   for seed in range(RATIO_SEEDS)]
-        rows.append({"space": space.name, "seeds": RATIO_SEEDS, "largest": round(max(ratios), 2),
+        rows.append({"space": Path(path).name, "seeds": RATIO_SEEDS, "largest": round(max(ratios), 2),
                      "mean": round(float(np.mean(ratios)), 2)})
         print(rows[-1], file=sys.stderr)
     return rows
@@ -107,7 +108,7 @@ def project_ratio() -> dict:
     def valid(values: tuple) -> bool:
         return not space.violations(space.config_type(**dict(zip(domains, values))))
 
-    values, ratios = np.random.default_rng(0), []
+    random_values, ratios = np.random.default_rng(0), []
     for seed in range(PROJECT_SEEDS):
         study = optuna.create_study(direction="maximize", sampler=LocalSearchSampler(domains, valid, seed, NEVER))
         measured, kinds = {}, []
@@ -115,12 +116,13 @@ def project_ratio() -> dict:
             trial = study.ask()
             key = tuple(suggest(trial, domains).values())
             if valid(key) and key not in measured:
-                measured[key] = float(values.random())
+                measured[key] = float(random_values.random())
                 kinds.append("measured")
                 answer(study, trial, "measured", measured[key], 0.0)
             else:
-                kinds.append("unmeasured")
-                answer(study, trial, *(("duplicate", measured[key], 0.0) if key in measured else ("invalid", 0.0, 1.0)))
+                told = ("duplicate", measured[key], 0.0) if key in measured else ("invalid", 0.0, 1.0)
+                kinds.append(told[0])
+                answer(study, trial, *told)
         ratios.append(largest_ratio(kinds, NEVER.tpe_first, NEVER.startup))
     return {"space": "the project's float32 space (cuda), random values", "seeds": PROJECT_SEEDS,
             "largest": round(max(ratios), 2), "mean": round(float(np.mean(ratios)), 2)}

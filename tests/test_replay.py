@@ -413,6 +413,13 @@ def test_tpes_turn_ends_early_on_a_sparse_recording_where_its_proposals_are_all_
     assert unmeasured <= options.turn_waste * options.startup + options.stall
 
 
+def test_tpes_turn_runs_its_course_where_its_proposals_are_mostly_valid(space_file):
+    space = recorded.load(space_file)
+    for seed in range(3):
+        assert (replay(space, 60, "local", seed).best_seconds
+                == replay(space, 60, "local", seed, options=Options(turn_waste=float("inf"))).best_seconds)
+
+
 def test_summaries_are_reproducible_and_the_default_beats_random_search(space_file):
     space = recorded.load(space_file)
     local = summarize(space, 30, 6, "local").as_dict()

@@ -10,16 +10,16 @@ Its configurations are the points of a grid (grid.py: validity, neighbours, a po
 points); the density models of steps 3 and 4 are in preference.py, the Gaussian process of step 2
 in gaussian_process.py. The names below are fields of its `Options`.
 
-0. Until the study holds tpe_first measured configurations (or, sooner, turn_waste times as many
-   trials answered without measuring), Optuna's multivariate TPE makes every suggestion, its random
-   start (startup trials) drawn from the whole product as Optuna's own; but after stall unmeasured
-   trials in a row (where few combinations are valid, hundreds could be invalid), the next is an
-   unseen valid configuration drawn at random, and so is one instead of a proposal of a
-   configuration running (whose measurement would be waited for). Its model of the whole space
-   finds the promising region in few evaluations. It may suggest invalid or repeated
-   configurations; a search answers them without measuring, they do not count, and the steps below
-   ignore the invalid ones. Once startup configurations are evaluated, a turn_gp_share of the
-   turn's suggestions are step 2's Gaussian-process moves.
+0. Until the study holds tpe_first measured configurations (or, sooner, invalid suggestions
+   turn_waste times as many as the valid configurations evaluated, startup at least), Optuna's
+   multivariate TPE makes every suggestion, its random start (startup trials) drawn from the whole
+   product as Optuna's own; but after stall unmeasured trials in a row (where few combinations are
+   valid, hundreds could be invalid), the next is an unseen valid configuration drawn at random,
+   and so is one instead of a proposal of a configuration running (whose measurement would be
+   waited for). Its model of the whole space finds the promising region in few evaluations. It may
+   suggest invalid or repeated configurations; a search answers them without measuring, they do not
+   count, and the steps below ignore the invalid ones. Once startup configurations are evaluated, a
+   turn_gp_share of the turn's suggestions are step 2's Gaussian-process moves.
 1. With tpe_first below startup, until startup configurations are evaluated, suggest an unseen
    valid one at random.
 2. Then, with probability gp_share (stalled_gp_share once stalled_after measured configurations
@@ -82,10 +82,11 @@ class Options:
     # it, may be invalid for hundreds of suggestions in a row where few combinations are valid: after
     # `stall` unmeasured trials in a row, the next suggestion is a valid configuration drawn at random.
     stall: int = 20
-    # TPE's turn also ends, early, once its trials answered without measuring outnumber the measured
-    # ones (startup at least) `turn_waste` times: where TPE's model cannot learn which combinations are
-    # valid (a sparse recording of a space), nearly every proposal is invalid, and each costs a fit
-    # over the growing study.
+    # TPE's turn also ends, early, once its invalid suggestions outnumber the valid configurations
+    # evaluated (startup at least) `turn_waste` times, at some point of the study's trials in order:
+    # where TPE's model cannot learn which combinations are valid (a sparse recording of a space),
+    # nearly every proposal is invalid, and each costs a fit over the growing study. Trials count in
+    # the order they were asked, so with several workers one that completes late may undo the end.
     turn_waste: float = 15.0
     # The share of suggestions in TPE's turn, once `startup` configurations are evaluated, that are
     # Gaussian-process moves (step 2) instead of TPE's proposals.
@@ -153,25 +154,25 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         if not search_space:
             return {}
         options = self.options
-        seen, scores, measured, unfinished, unmeasured, unmeasured_in_a_row = set(), {}, 0, set(), 0, 0
+        seen, scores, measured, unfinished, invalid, unmeasured_in_a_row = set(), {}, 0, set(), 0, 0
         wasted = False  # whether TPE's turn has ended early, its proposals mostly invalid
         best, since_best = -np.inf, 0  # the best measured score, and how many measured since it
         for other in study.get_trials(deepcopy=False, states=_SEEN):
             point, score = self.finished.get(other.number) or self._outcome(study, other)
-            if other.state == TrialState.COMPLETE:
-                was_measured = is_measured(other)
-                measured += was_measured
-                unmeasured += not was_measured
-                wasted = wasted or unmeasured > options.turn_waste * max(measured, options.startup)
-                unmeasured_in_a_row = 0 if was_measured else unmeasured_in_a_row + 1
-                if was_measured:
-                    best, since_best = (score, 0) if score > best else (best, since_best + 1)
             if point is not None:
                 seen.add(point)
                 if score is None:
                     unfinished.add(point)
                 elif score > -np.inf or self.grid.valid(point):  # an invalid suggestion (TPE's) tells nothing here
                     scores[point] = max(score, scores.get(point, -np.inf))
+            if other.state == TrialState.COMPLETE:
+                was_measured = is_measured(other)
+                measured += was_measured
+                unmeasured_in_a_row = 0 if was_measured else unmeasured_in_a_row + 1
+                if was_measured:
+                    best, since_best = (score, 0) if score > best else (best, since_best + 1)
+                invalid += point is None or not self.grid.valid(point)
+                wasted = wasted or invalid > options.turn_waste * max(len(scores), options.startup)
         turn = measured < options.tpe_first and not wasted
         if turn and unmeasured_in_a_row < options.stall:
             gaussian = (options.turn_gp_share and len(scores) >= options.startup
