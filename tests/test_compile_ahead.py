@@ -47,6 +47,16 @@ def test_a_variant_that_fails_to_compile_fails_alone(tmp_path):
         assert pool.result("good").error == ""
 
 
+def test_a_worker_imports_this_tuner_not_one_planted_in_the_current_directory(tmp_path, monkeypatch):
+    (tmp_path / "tuner").mkdir()
+    (tmp_path / "tuner" / "__init__.py").write_text(f"open({str(tmp_path / 'planted-ran')!r}, 'w')\n")
+    monkeypatch.chdir(tmp_path)
+    with _pool(tmp_path) as pool:
+        pool.submit("bad", {**SMALL.as_dict(), "block_m": 24})
+        assert "InvalidConfig: block_m=24" in pool.result("bad").error
+    assert not (tmp_path / "planted-ran").exists()
+
+
 @pytest.mark.parametrize("fault, reason", [(signal.SIGKILL, "the compile worker died (killed by SIGKILL, likely out "
                                                             "of memory)"),
                                            (signal.SIGSTOP, "compile timed out after 3 s")], ids=["crash", "hang"])
@@ -216,4 +226,4 @@ def test_a_counting_worker_compiles_into_the_cache_then_counts_and_a_failed_coun
     started = []
     monkeypatch.setattr(compile_ahead.subprocess, "Popen", lambda args, **options: started.append(args))
     CompilePool("cuda", "float32", str(tmp_path), simulated=False, workers=1, counts=True)._start()
-    assert started[0][6] == "count"
+    assert started[0][-2] == "count"

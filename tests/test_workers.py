@@ -118,6 +118,15 @@ def test_devices_runs_one_pinned_worker_per_device_on_one_study(tmp_path):
     assert len(list(cache.record_paths(tmp_path))) == 1
 
 
+def test_devices_workers_import_this_tuner_not_one_planted_in_the_current_directory(tmp_path, monkeypatch, capsys):
+    (tmp_path / "tuner").mkdir()
+    (tmp_path / "tuner" / "__init__.py").write_text(f"open({str(tmp_path / 'planted-ran')!r}, 'w')\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--devices", "0",
+                 "--cache-dir", str(tmp_path / "cache")]) == 0, capsys.readouterr().err
+    assert not (tmp_path / "planted-ran").exists()
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_stops_every_device_worker_cleanly(tmp_path, stop):
     parent = subprocess.Popen([sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL,

@@ -1,6 +1,6 @@
 """Compile variants ahead in worker processes while the measuring process keeps the GPU busy.
 
-Each worker is a `python -m tuner.compile_ahead` process at a lower priority that reads one job
+Each worker is a `python -m tuner.compile_ahead` process (launch.py) at a lower priority that reads one job
 (a configuration) per line and answers one line. On a GPU it compiles the kernel into Numba's
 disk cache (the kernel directory's `__pycache__`), from where the measuring process loads it in
 milliseconds; where the search prunes by static ceilings (`counts`), it then makes the kernel's
@@ -23,6 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from .launch import python_module
 from .stopping import PARENT, follow_parent
 
 NICENESS = 10  # the measuring process keeps its priority, so compiling never starves timing
@@ -120,7 +121,7 @@ class CompilePool:
         if self.simulated:
             environment.pop("NUMBA_ENABLE_CUDASIM", None)  # the workers compile for real, to PTX
         process = subprocess.Popen(
-            [sys.executable, "-m", "tuner.compile_ahead", self.backend, self.dtype, self.kernels,
+            [*python_module("tuner.compile_ahead"), self.backend, self.dtype, self.kernels,
              "ptx" if self.simulated else "count" if self.counts else "cache", self.family],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
             env={**environment, PARENT: str(os.getpid())}, start_new_session=True)

@@ -10,6 +10,7 @@ from .. import cache, family, simulator
 from ..backends import BACKENDS, SIMULATOR_DEFAULT, get_backend
 from ..compile_ahead import default_workers
 from ..dtypes import PRECISIONS
+from ..launch import python_module
 from ..problem import Problem
 from ..record import file_stem, rate
 from ..runtime import NoGPU, Runtime, chosen_backend, detect_runtime, open_runtime
@@ -147,7 +148,7 @@ def worker_command(args, simulated: bool) -> list[str]:
     """The `tuner search` command line of one worker: every option of `args`, read off the
     search's own options so that none is forgotten, but those in PARENT_ONLY."""
     values = {**vars(args), "simulate": simulated}
-    command = [sys.executable, "-m", "tuner", "search"]
+    command = [*python_module("tuner"), "search"]
     for action in _options()._actions:
         value = values[action.dest]
         if action.dest in PARENT_ONLY or value is None or value is False:
