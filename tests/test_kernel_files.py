@@ -234,3 +234,31 @@ def test_a_kernel_directory_inside_a_folder_others_can_write_is_refused(kernels,
         write_source(source, shared / "kernels")
     shared.chmod(0o1777)  # sticky, as /tmp is: only the owner may rename or remove
     assert write_source(source, shared / "kernels").read_text() == source
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a symbolic link to another user needs root")
+def test_a_kernel_directory_reached_through_another_users_symbolic_link_is_refused(kernels, tmp_path):
+    directory, path, source = kernels
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)  # as /tmp: whoever owns a link there may point it elsewhere at any moment
+    (tmp_path / "mine").mkdir(mode=0o700)
+    link = sticky / "link"
+    link.symlink_to(tmp_path / "mine")
+    assert write_source(source, link / "kernels").read_text() == source  # a link of one's own is safe there
+    os.chown(link, 12345, -1, follow_symlinks=False)
+    with pytest.raises(UnsafeKernelDirectory, match=f"reached through the symbolic link {link}, which belongs to "
+                                                    "user 12345"):
+        write_source(source, link / "kernels")
+
+
+def test_a_kernel_directory_reached_through_a_link_in_a_folder_others_can_write_is_refused(kernels, tmp_path):
+    directory, path, source = kernels
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # not sticky: anyone may replace the link, though its target's folders are private
+    (tmp_path / "mine").mkdir(mode=0o700)
+    (shared / "link").symlink_to("../mine")
+    with pytest.raises(UnsafeKernelDirectory, match=f"lies in {shared}, which other users can write .mode 777."):
+        write_source(source, shared / "link" / "kernels")
+    assert write_source(source, tmp_path / "mine" / "kernels").read_text() == source

@@ -73,14 +73,30 @@ def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR, what: str = "the
 
 
 def _unsafe_ancestor(directory: Path) -> str:
-    """Why another user could swap `directory` for one of their own, through a folder above it
-    that they own or can write (a sticky one, such as /tmp, excepted), or ""."""
-    for ancestor in directory.resolve().parents:
-        info = os.stat(ancestor)
+    """Why another user could swap `directory` for one of their own, or ""; through a folder on the
+    way to it that they own or can write (a sticky one, such as /tmp, excepted), or a symbolic link
+    on the way that is theirs. Each link is followed as the system follows it, so that the folders
+    of the path as given and of every link's target are checked, not only those of the real path."""
+    folder, ahead = Path("/"), list((Path.cwd() / directory).parts[1:])
+    while ahead:
+        name = ahead.pop(0)
+        if name == "..":
+            folder = folder.parent
+            continue
+        info = os.stat(folder)
         if info.st_uid not in (0, os.geteuid()):
-            return f"lies in {ancestor}, which belongs to user {info.st_uid}"
+            return f"lies in {folder}, which belongs to user {info.st_uid}"
         if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
-            return f"lies in {ancestor}, which other users can write (mode {stat.S_IMODE(info.st_mode):o})"
+            return f"lies in {folder}, which other users can write (mode {stat.S_IMODE(info.st_mode):o})"
+        entry = folder / name
+        link = os.lstat(entry)
+        if not stat.S_ISLNK(link.st_mode):
+            folder = entry
+            continue
+        if link.st_uid not in (0, os.geteuid()):
+            return f"is reached through the symbolic link {entry}, which belongs to user {link.st_uid}"
+        target = Path(os.readlink(entry))
+        folder, ahead = (Path("/") if target.is_absolute() else folder), [*target.parts[target.is_absolute():], *ahead]
     return ""
 
 
