@@ -225,6 +225,18 @@ def test_a_numba_cache_directory_others_can_write_is_refused(kernels, monkeypatc
         write_source(source, directory)
 
 
+def test_a_numba_cache_directory_set_in_a_numba_config_file_is_checked_too(kernels, monkeypatch, tmp_path):
+    directory, path, source = kernels
+    shared = tmp_path / "numba-cache"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (tmp_path / ".numba_config.yaml").write_text(f"cache_dir: {shared}\n")  # Numba reads it from the current directory
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UnsafeKernelDirectory, match=f"Numba.s cache directory {shared} can be written by other "
+                                                    "users.*numba_config.yaml"):
+        write_source(source, directory)
+
+
 def test_a_kernel_directory_inside_a_folder_others_can_write_is_refused(kernels, tmp_path, monkeypatch):
     directory, path, source = kernels
     shared = tmp_path / "shared"

@@ -46,7 +46,8 @@ def kernel_dir(cache_root: Path | None = None) -> Path:
 
 
 _OWN_KERNEL_DIR = "set TUNER_KERNEL_DIR to a directory of your own (tuner creates it with mode 700)"
-_OWN_NUMBA_CACHE = "unset NUMBA_CACHE_DIR, or set it to a directory of your own"
+_OWN_NUMBA_CACHE = ("unset NUMBA_CACHE_DIR (and the cache_dir of a .numba_config.yaml in the current directory), "
+                    "or set it to a directory of your own")
 
 
 def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR, what: str = "the kernel directory") -> Path:
@@ -102,9 +103,14 @@ def _unsafe_ancestor(directory: Path) -> str:
 
 def _numba_cache_dir(directory: Path) -> Path:
     """Where Numba keeps the compiled kernels of the files in the private `directory`, checked
-    private too: $NUMBA_CACHE_DIR if set, else the `__pycache__` beside the files."""
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return private_dir(Path(os.environ["NUMBA_CACHE_DIR"]), _OWN_NUMBA_CACHE, "Numba's cache directory")
+    private too: its cache directory if one is set ($NUMBA_CACHE_DIR, else the cache_dir of a
+    .numba_config.yaml in the current directory, which Numba reads too), else the `__pycache__`
+    beside the files."""
+    from numba.core import config
+
+    config.reload_config()
+    if config.CACHE_DIR:
+        return private_dir(Path(config.CACHE_DIR), _OWN_NUMBA_CACHE, "Numba's cache directory")
     return private_dir(directory / "__pycache__")
 
 
