@@ -9,7 +9,9 @@ writer removes the temporary file of one killed mid-write. The directory, and th
 beside the files where Numba keeps its compiled kernels, must be writable by this user alone (see
 docs/security.md).
 """
+import contextlib
 import hashlib
+import importlib
 import os
 import stat
 import sys
@@ -105,13 +107,16 @@ def _numba_cache_dir(directory: Path) -> Path:
     """Where Numba keeps the compiled kernels of the files in the private `directory`, checked
     private too: its cache directory if one is set ($NUMBA_CACHE_DIR, else the cache_dir of a
     .numba_config.yaml in the current directory, which Numba reads too), else the `__pycache__`
-    beside the files."""
-    from numba.core import config
-
-    config.reload_config()
-    if config.CACHE_DIR:
-        return private_dir(Path(config.CACHE_DIR), _OWN_NUMBA_CACHE, "Numba's cache directory")
-    return private_dir(directory / "__pycache__")
+    beside the files. numba-cuda keeps a configuration of its own beside Numba's; both are read
+    again, as their compilers read them before each compile, and each one set is checked."""
+    chosen = []
+    for name in ("numba.cuda.core.config", "numba.core.config"):
+        with contextlib.suppress(ImportError):
+            config = importlib.import_module(name)
+            config.reload_config()
+            if config.CACHE_DIR:
+                chosen.append(private_dir(Path(config.CACHE_DIR), _OWN_NUMBA_CACHE, "Numba's cache directory"))
+    return chosen[0] if chosen else private_dir(directory / "__pycache__")
 
 
 def _difference(path: Path, expected: bytes) -> str:
