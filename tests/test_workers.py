@@ -17,6 +17,7 @@ from tuner.backends import CUDA, ROC
 from tuner.cli import build_parser, main
 from tuner.cli import search as search_command
 from tuner.cli.search import worker_command
+from tuner.launch import python_module
 from tuner.runtime import NoGPU
 from tuner.workers import pinned_environment
 
@@ -195,7 +196,7 @@ def test_a_worker_command_keeps_every_option_but_devices_and_hands_the_storage_o
     command = worker_command(args, simulated=True)
     assert "s3cret" not in " ".join(command)
     monkeypatch.setenv("TUNER_STORAGE", url)  # as _search_on_devices hands it to the workers
-    again = build_parser().parse_args(command[3:])
+    again = build_parser().parse_args(command[len(python_module("tuner")):])
     assert {**vars(args), "devices": None, "simulate": True} == vars(again)
 
 
@@ -214,7 +215,7 @@ def test_an_option_added_to_search_reaches_the_workers(monkeypatch):
     command = worker_command(args, simulated=False)
     assert command[command.index("--new-count") + 1] == "3" and "--new-flag" in command
     assert "--devices" not in command and "--simulate" not in command
-    assert vars(build_parser().parse_args(command[3:])) == {**vars(args), "devices": None}
+    assert vars(build_parser().parse_args(command[len(python_module("tuner")):])) == {**vars(args), "devices": None}
 
 
 def test_without_postgresql_or_root_the_server_says_why(monkeypatch):
