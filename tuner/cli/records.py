@@ -68,9 +68,10 @@ def _show(args) -> int:
     matches = [stored for stored in _records(args) if args.record in stored.id]
     exact = [stored for stored in matches if stored.id == args.record]
     mine = [stored for stored in matches if not stored.shipped]
-    if exact or len(matches) == 1 or len(mine) == 1:
-        # the user's record before a shipped one of the same id, or of the same part of an id
-        stored = (exact or (matches if len(matches) == 1 else mine))[0]
+    # the user's record before a shipped one of the same id, or of the same part of an id
+    chosen = exact or (matches if len(matches) == 1 else mine if len(mine) == 1 else [])
+    if chosen:
+        stored = chosen[0]
         record = stored.record
     elif matches:
         named = ", ".join(stored.id for stored in matches[:SHOWN_MATCHES])
