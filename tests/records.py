@@ -4,6 +4,7 @@ from datetime import datetime, timezone
 from tuner import record
 from tuner.config import Config
 from tuner.devices import Device
+from tuner.dtypes import PRECISIONS
 from tuner.problem import Problem
 
 H100 = Device(backend="cuda", name="NVIDIA H100 80GB HBM3", arch="sm_90", multiprocessors=132,
@@ -17,9 +18,11 @@ def make_record(device: Device, problem: Problem, ranked: list[tuple[Config, flo
                 finished: str = "2026-11-21T12:00:00+00:00") -> record.Record:
     """A record of `ranked` (configuration, GFLOP/s) pairs, best first, measured on `device`."""
     clock = "simulated CPU time" if device.simulated else "GPU time (device events)"
+    peak = None if device.simulated else device.peak(PRECISIONS[problem.dtype].units)
     entries = [record.Entry(trial, config, record.Measurement(
-        "ok", relative_error=1e-7, seconds=problem.flops / gflops / 1e9, spread=0.01, reps=10, gflops=gflops,
-        clock=clock)) for trial, (config, gflops) in enumerate(ranked)]
+        "ok", relative_error=0.0, seconds=problem.flops / gflops / 1e9, spread=0.01, reps=10, gflops=gflops,
+        fraction_of_peak=gflops / peak if peak else None, clock=clock))
+        for trial, (config, gflops) in enumerate(ranked)]
     budget = record.Budget(trials=len(ranked), measured=len(ranked), failed=0, invalid=0, duplicates=0,
                            measuring_seconds=1.5)
     moment = datetime.fromisoformat(finished).astimezone(timezone.utc)

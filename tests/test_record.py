@@ -61,7 +61,23 @@ def test_a_value_dropped_from_a_domain_loads_and_only_that_configuration_is_left
 
 
 UNKNOWN_FORMAT = 'not a tuner record of a known format (its "format" is not one of 1, 2)'
+def _claimed_rate(gflops: float):
+    """The best's rate set to `gflops`, with the time and fraction of peak that go with it."""
+    seconds, peak = Problem(64, 64, 64).flops / gflops / 1e9, H100.peak_gflops["float32"]
+    return _edited(lambda data: data["best"]["measurement"].update(
+        gflops=gflops, seconds=seconds, fraction_of_peak=gflops / peak))
+
+
 HOSTILE = {
+    "a rate that is not the product over the time": (
+        _set("best.measurement.gflops", 9e9), "the best's measurement is not one the tuner made: its rate "
+                                              "9,000,000,000 GFLOP/s is not the product's operations over its median"),
+    "a rate over twice the peak": (_claimed_rate(140_000.0), "is over 2 times the device's nominal peak 66,908"),
+    "a fraction of peak that is not the rate's": (
+        _set("best.measurement.fraction_of_peak", 0.5), "its fraction of peak 0.5 is not its rate over"),
+    "an error over the tolerance": (
+        _set("runners_up.0.measurement.relative_error", 0.01), "runner-up 1's measurement is not one the tuner "
+                                                                 "made: its relative error 0.01 is not within"),
     "truncated": (json.dumps(GOOD)[:300], "unreadable"),
     "binary garbage": ("\x00\xff\xfe" * 10, "unreadable"),
     "a list, not an object": ("[1, 2, 3]", "not a tuner record (its top level is not a JSON object)"),
@@ -93,6 +109,15 @@ HOSTILE = {
     "deep nesting": ("[" * 100_000 + "]" * 100_000, "unreadable"),
     "over a megabyte": (json.dumps({**GOOD, "padding": " " * (2 << 20)}), "too large to be a record"),
 }
+
+
+def test_a_rate_up_to_twice_the_nominal_peak_is_believed(tmp_path):
+    """The peak comes from a table of cores per multiprocessor, so a rate above it is believed up to
+    record.PEAK_SLACK times it."""
+    path = cache.record_path(tmp_path, H100.slug, Problem(64, 64, 64).key)
+    path.parent.mkdir(parents=True)
+    path.write_text(_claimed_rate(130_000.0))
+    assert cache.read_record(path).best.measurement.gflops == 130_000.0
 
 
 def test_a_record_made_by_the_tuner_passes_the_schema(tmp_path):

@@ -351,7 +351,9 @@ def test_the_prune_threshold_follows_the_fastest_variant_not_the_highest_ceiling
         return config.thread_m * config.thread_n
 
     def measure(runtime, space, problem, config, operands, protocol, directory):  # small tiles fastest
-        return Measured(Measurement("ok", seconds=1e-3 * tile(config), reps=1, gflops=100.0 / tile(config)))
+        gflops = 100.0 / tile(config)
+        return Measured(Measurement("ok", relative_error=0.0, seconds=problem.flops / gflops / 1e9, reps=1,
+                                    gflops=gflops))
 
     monkeypatch.setattr(tuner.search, "measure", measure)
     search = _search(tmp_path)
@@ -372,3 +374,31 @@ def test_with_nothing_better_left_the_ceiling_no_longer_prunes():
     assert "below half of 0.80, the ceiling of the fastest variant measured" in why_not_measure(0.3, 0.8, 0)
     assert why_not_measure(0.5, 0.8, 0) == "" and why_not_measure(None, 0.8, 0) == ""
     assert why_not_measure(0.3, 0.8, NOTHING_BETTER_LEFT) == ""
+
+
+FORGERIES = {
+    "a value that is not its rate": lambda measurement: ({**measurement}, 9e9),
+    "a rate that is not the product over the time": lambda measurement: ({**measurement, "gflops": 9e9}, 9e9),
+    "a measurement lacking its time": lambda measurement: (
+        {name: value for name, value in measurement.items() if name != "seconds"}, measurement["gflops"] * 2),
+}
+
+
+@pytest.mark.parametrize("forge", FORGERIES.values(), ids=FORGERIES.keys())
+def test_a_forged_trial_in_the_journal_reaches_neither_the_record_nor_the_prune_threshold(tmp_path, forge):
+    """A trial appended to a study's journal by hand, claiming a rate the tuner did not measure, is
+    left out of the record, with a warning, and of the best that sets the prune threshold."""
+    search = _search(tmp_path)
+    search.run(trials=1, timeout=None, warm=False)
+    honest = _measured(search)[0]
+    other = next(config for config in search.space if config_key(config.as_dict()) != config_key(honest.params))
+    measurement, value = forge(honest.user_attrs["measurement"])
+    search.study.add_trial(optuna.trial.create_trial(
+        params=other.as_dict(), distributions=honest.distributions, value=value,
+        user_attrs={**honest.user_attrs, "measurement": measurement}, system_attrs=honest.system_attrs))
+    with pytest.warns(UserWarning, match=f"trial {honest.number + 1} of the study is left out: its measurement is "
+                                         "not one the tuner made"):
+        stored, _ = search.save()
+    assert stored.configs == [Config(**honest.params)] and stored.best.measurement.gflops == honest.value
+    with pytest.warns(UserWarning, match="is left out"):
+        assert _search(tmp_path).best_gflops() == honest.value

@@ -7,6 +7,7 @@ the types. A configuration may hold values that break today's rules: the record 
 skipping the record. No kernel source is ever read from a record: kernels are rendered
 from the installed templates.
 """
+import math
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 
@@ -21,6 +22,9 @@ from .space import Space
 
 FORMAT = 2
 RUNNERS_UP = 4
+# How far above a device's nominal peak a believed rate may be: the peak comes from a table of
+# cores per multiprocessor, which a new architecture can outgrow.
+PEAK_SLACK = 2
 MAX_BYTES = 1 << 20  # a record is a few kilobytes; a larger file is not one
 MAX_DIMENSION = 1 << 31  # rows or columns of one matrix
 
@@ -45,6 +49,27 @@ class Measurement:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def doubt(self, problem: Problem, device: Device) -> str:
+        """Why this passing measurement of `problem` cannot be one the tuner made on `device`, or "".
+        A record or a study journal can be edited by hand, so a rate is believed only if it is the
+        product's operations over the median time, its fraction of peak is that rate over the
+        device's nominal peak, it is at most PEAK_SLACK times that peak, and the error is within
+        the family's tolerance."""
+        precision = PRECISIONS[problem.dtype]
+        peak = None if device.simulated else device.peak(precision.units)
+        tolerance = get_family(problem.family).tolerance(precision)
+        if not (self.relative_error is not None and 0 <= self.relative_error <= tolerance):
+            return f"its relative error {self.relative_error} is not within the tolerance {tolerance:.0e}"
+        if not math.isclose(self.gflops, problem.flops / self.seconds / 1e9, rel_tol=1e-6):
+            return f"its rate {rate(self.gflops)} is not the product's operations over its median {self.seconds} s"
+        if peak and self.gflops > PEAK_SLACK * peak:
+            return f"its rate {rate(self.gflops)} is over {PEAK_SLACK} times the device's nominal peak {rate(peak)}"
+        expected = self.gflops / peak if peak else None
+        if (self.fraction_of_peak is None) != (expected is None) or (
+                expected is not None and not math.isclose(self.fraction_of_peak, expected, rel_tol=1e-6)):
+            return f"its fraction of peak {self.fraction_of_peak} is not its rate over the device's nominal peak"
+        return ""
 
 
 @dataclass(frozen=True)
@@ -145,19 +170,24 @@ class Record:
                               f"{', '.join(map(str, KNOWN_FORMATS))})")
         while data["format"] != FORMAT:
             data = MIGRATIONS[data["format"]](data)
-        problem = check(data, {**SCHEMA, "family": OneOf(families())}, "record") or check(
+        wrong = check(data, {**SCHEMA, "family": OneOf(families())}, "record") or check(
             data["problem"], _problem_schema(get_family(data["family"]).problem), "record.problem")
-        if problem:
-            raise RecordError(problem)
+        if wrong:
+            raise RecordError(wrong)
         device = Device.from_dict(data["device"])
         if data["fingerprint"] != device.fingerprint or data["device"]["fingerprint"] != device.fingerprint:
             raise RecordError("fingerprint does not match the device it describes")
         if data["problem"]["dtype"] not in BACKENDS[device.backend].precisions():
             raise RecordError(f"dtype {data['problem']['dtype']} is not one of the {device.backend} backend's")
-        return cls(device, get_family(data["family"]).problem(**data["problem"]), data["clock"],
-                   tuple(_entry(entry, data["problem"]["dtype"]) for entry in (data["best"], *data["runners_up"])),
-                   Budget(**data["budget"]), data["searched"]["started"], data["searched"]["finished"],
-                   dict(data["study"]))
+        problem = get_family(data["family"]).problem(**data["problem"])
+        ranked = tuple(_entry(entry, problem.dtype) for entry in (data["best"], *data["runners_up"]))
+        for place, entry in enumerate(ranked):
+            doubt = entry.measurement.doubt(problem, device)
+            if doubt:
+                raise RecordError(f"{'the best' if place == 0 else f'runner-up {place}'}'s measurement is not "
+                                  f"one the tuner made: {doubt}")
+        return cls(device, problem, data["clock"], ranked, Budget(**data["budget"]), data["searched"]["started"],
+                   data["searched"]["finished"], dict(data["study"]))
 
 
 def rate(gflops: float) -> str:

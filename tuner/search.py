@@ -29,7 +29,7 @@ from .schema import MAX_TEXT
 from .space import Space
 from .stopping import Terminated, shielded
 from .storage import HEARTBEAT_SECONDS, SharedStorage, redacted, worker_name
-from .study_record import build_record, warm_start_configs
+from .study_record import believed, build_record, warm_start_configs
 from .trials import (MAX_UNMEASURED_IN_A_ROW, STARTED, Kind, answer, config_key, give_back, is_measured, passed,
                      suggest)
 
@@ -154,8 +154,8 @@ class Search:
         return len(self.study.get_trials(deepcopy=False, states=STARTED))
 
     def _fastest(self):
-        """The study's fastest measured trial that passed, or None."""
-        return max((trial for trial in self.history.values() if passed(trial)), key=lambda trial: trial.value,
+        """The study's fastest measured trial that passed and is believed (study_record.believed), or None."""
+        return max(believed(self.history.values(), self.problem, self.runtime.device), key=lambda trial: trial.value,
                    default=None)
 
     def best_gflops(self) -> float | None:

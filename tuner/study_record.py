@@ -1,5 +1,7 @@
 """What a study and the cache give each other: the record of a study's best so far, and the
 configurations a new search of a problem starts from."""
+import math
+import warnings
 from pathlib import Path
 
 import optuna
@@ -7,6 +9,8 @@ from optuna.trial import TrialState
 
 from . import cache, record
 from .config import Tiling, config_type
+from .devices import Device
+from .schema import check
 from .problem import Problem
 from .runtime import Runtime
 from .space import Space
@@ -16,6 +20,35 @@ from .trials import STARTED, Kind, config_key, is_measured, passed
 def _entry(trial, dtype: str) -> record.Entry:
     return record.Entry(trial.number, config_type(dtype)(**trial.params),
                         record.Measurement(**trial.user_attrs["measurement"]))
+
+
+def doubt(trial, problem: Problem, device: Device) -> str:
+    """Why a passing trial's measurement, as the study's storage holds it, cannot be one the tuner
+    made of `problem` on `device` (record.Measurement.doubt; or its value is not its rate), or "".
+    A journal is a file anyone with access could have appended to."""
+    measurement = trial.user_attrs["measurement"]
+    names = config_type(problem.dtype).names()
+    wrong = ("its parameters are not a configuration's" if set(trial.params) != set(names) else
+             check({"trial": trial.number, "config": trial.params, "measurement": measurement}, record.ENTRY, "trial"))
+    if wrong:
+        return wrong
+    if not math.isclose(trial.value, measurement["gflops"], rel_tol=1e-9):
+        return f"its value {trial.value} is not its rate {record.rate(measurement['gflops'])}"
+    return record.Measurement(**measurement).doubt(problem, device)
+
+
+def believed(trials, problem: Problem, device: Device) -> list:
+    """The passing trials among `trials` whose measurements the tuner made (doubt); each other one
+    is named in a warning and left out."""
+    kept = []
+    for trial in filter(passed, trials):
+        why = doubt(trial, problem, device)
+        if why:
+            warnings.warn(f"tuner: trial {trial.number} of the study is left out: its measurement is not one the "
+                          f"tuner made ({why})", stacklevel=2)
+        else:
+            kept.append(trial)
+    return kept
 
 
 def _measuring_seconds(trial) -> float:
@@ -30,7 +63,7 @@ def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storag
     trials = study.get_trials(deepcopy=False, states=STARTED)
     done = [trial for trial in trials if trial.state == TrialState.COMPLETE]
     measured = [trial for trial in done if is_measured(trial)]
-    good = sorted(filter(passed, measured), key=lambda trial: -trial.value)
+    good = sorted(believed(measured, problem, runtime.device), key=lambda trial: -trial.value)
     if not good:
         return None
     kinds = [trial.user_attrs.get("kind") for trial in done]

@@ -68,7 +68,8 @@ def is_measured(trial) -> bool:
 
 def passed(trial) -> bool:
     """A measured trial whose variant was verified and timed."""
-    return is_measured(trial) and trial.user_attrs["measurement"]["status"] == "ok"
+    measurement = trial.user_attrs.get("measurement")
+    return is_measured(trial) and isinstance(measurement, dict) and measurement.get("status") == "ok"
 
 
 def suggest(trial, domains: dict[str, tuple]) -> dict:
