@@ -96,6 +96,19 @@ def test_a_full_stdout_is_one_line_about_stdout_not_the_cache(tmp_path, argv, bu
                            "send it to a file or pipe that can take it\n")
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("buffered", [True, False])
+@pytest.mark.parametrize("argv, prog", [(["--help"], "tuner"), (["--version"], "tuner"),
+                                        (["search", "--help"], "tuner search")])
+def test_help_and_version_to_a_full_stdout_are_one_line_too(tmp_path, argv, prog, buffered):
+    """argparse prints them and exits, ignoring a write that fails: Python's exit then fails on the
+    buffered output (status 120, "Exception ignored"), or nothing at all is said (status 0)."""
+    with open("/dev/full", "w") as full:
+        done = _tuner(argv, full, tmp_path, buffered)
+    assert (done.returncode, done.stderr) == (2, f"{prog}: error: cannot write the output to stdout: No space left on "
+                                                 "device; send it to a file or pipe that can take it\n")
+
+
 def test_output_held_back_by_a_command_that_then_fails_is_flushed_before_tuner_returns(monkeypatch, capsys):
     """A command that prints, then stops on a user's mistake: its buffered output is flushed in
     main, where a full disk is said in one line, not by Python's exit (status 120, a traceback)."""
@@ -122,12 +135,13 @@ def test_output_held_back_by_a_command_that_then_fails_is_flushed_before_tuner_r
         "that can take it"]
 
 
-def test_buffered_output_whose_reader_left_stops_quietly(tmp_path):
+@pytest.mark.parametrize("argv", [["list"], ["--help"]])
+def test_buffered_output_whose_reader_left_stops_quietly(tmp_path, argv):
     """`tuner list | head -c0`: the reader leaves before the buffered output is flushed at the end."""
     reader, writer = os.pipe()
     os.close(reader)
     try:
-        done = _tuner(["list"], writer, tmp_path)
+        done = _tuner(argv, writer, tmp_path)
     finally:
         os.close(writer)
     assert (done.returncode, done.stderr) == (141, "")

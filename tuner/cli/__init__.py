@@ -15,10 +15,25 @@ COMMANDS = (kernel, search, records, report, regenerate, replay, devices)  # in 
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that shows a usage mistake in one line instead of a usage block."""
+    """argparse that shows a usage mistake in one line instead of a usage block, and a failure to
+    write --help or --version to stdout as main does any command's (argparse would ignore it)."""
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _print_message(self, message, file=None):
+        if file is None or file is not sys.stdout:  # stderr, or no stdout at all (closed): as argparse does
+            super()._print_message(message, file)
+            return
+        try:
+            file.write(message)
+            file.flush()
+        except BrokenPipeError:
+            _discard_output()
+            self.exit(141)
+        except OutputError as error:
+            _discard_output()
+            self.exit(2, f"{self.prog}: error: {error}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,12 +118,12 @@ _python_warning = warnings.formatwarning
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
     warnings.formatwarning = _one_line_warning
     stdout = sys.stdout
     if stdout is not None:  # None where stdout was closed: print() then writes nothing
         sys.stdout = _Output(stdout)
     try:
+        args = build_parser().parse_args(argv)
         status = _run(args)
         if stdout is not None:
             sys.stdout.flush()  # output still buffered fails here, not as Python exits
