@@ -128,6 +128,38 @@ def test_devices_workers_import_this_tuner_not_one_planted_in_the_current_direct
     assert not (tmp_path / "planted-ran").exists()
 
 
+def _closed_stdout() -> None:
+    os.close(1)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("stdout, status, said", [
+    ("full", 2, ["tuner search: error: cannot write the output to stdout: No space left on device; send it to a file "
+                 "or pipe that can take it"]),
+    ("closed", 0, []),
+    ("reader left", 141, []),
+])
+def test_devices_workers_output_that_cannot_be_written_is_said_as_elsewhere(tmp_path, stdout, status, said):
+    """The workers' lines are written by relay threads: a full stdout is one line and status 2, a
+    closed one takes nothing, a reader that left is a quiet 141, as for any command; no thread's
+    traceback."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(
+                [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "2",
+                 "--devices", "0,1", "--cache-dir", str(tmp_path)], text=True, stderr=subprocess.PIPE, timeout=600,
+                stdout={"full": full, "closed": None, "reader left": writer}[stdout],
+                preexec_fn=_closed_stdout if stdout == "closed" else None)
+    finally:
+        os.close(writer)
+    own = [line for line in done.stderr.splitlines() if not line.startswith("[cuda ")]  # not a worker's
+    assert done.returncode == status, done.stderr
+    assert own == ["tuner search: 2 workers started, pinned with CUDA_VISIBLE_DEVICES; Ctrl-C stops them all",
+                   *said], done.stderr
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_stops_every_device_worker_cleanly(tmp_path, stop):
     parent = subprocess.Popen([sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL,

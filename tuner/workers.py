@@ -61,24 +61,39 @@ def pinned_environment(backend: Backend, device: int, environ: dict) -> dict:
     return {**environ, backend.visible_devices: target, "TQDM_DISABLE": "1", PARENT: str(os.getpid())}
 
 
-def _relay(stream, prefix: str, out) -> None:
-    for line in stream:
-        out.write(f"{prefix}{line}")
-        out.flush()
+class _Relay(threading.Thread):
+    """Copies a worker's stream to `out` (None where it was closed), each line prefixed. After a
+    write fails (a full stdout, a reader that left) it only drains the stream, so that the worker
+    never blocks on it, and keeps the error for run_workers to raise in the main thread."""
+
+    def __init__(self, stream, prefix: str, out):
+        super().__init__()
+        self.stream, self.prefix, self.out = stream, prefix, out
+        self.error: OSError | None = None
+
+    def run(self) -> None:
+        for line in self.stream:
+            if self.out is None or self.error:
+                continue
+            try:
+                self.out.write(f"{self.prefix}{line}")
+                self.out.flush()
+            except OSError as error:
+                self.error = error
 
 
 def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int:
     """Run `command` (a `tuner search` without --devices) once per device, pinned; wait for all.
     The exit status is 130 after Ctrl-C (143 after SIGTERM), else 0 if every worker succeeded,
-    else the highest (1 for a worker killed by a signal)."""
+    else the highest (1 for a worker killed by a signal); a relayed line that could not be
+    written raises its error once all are done."""
     previous = stop_on_sigterm()  # a scheduler's SIGTERM stops them as Ctrl-C does, a second kills them
     workers = []
     for device in devices:
         worker = subprocess.Popen(command, env=pinned_environment(backend, device, dict(os.environ)), text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         prefix = f"[{backend.name} {device}] "
-        relays = [threading.Thread(target=_relay, args=(worker.stdout, prefix, sys.stdout)),
-                  threading.Thread(target=_relay, args=(worker.stderr, prefix, sys.stderr))]
+        relays = [_Relay(worker.stdout, prefix, sys.stdout), _Relay(worker.stderr, prefix, sys.stderr)]
         for relay in relays:
             relay.start()
         workers.append((device, worker, relays))
@@ -107,10 +122,14 @@ def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int
     if interrupted:
         print(f"tuner search: {'terminated (SIGTERM)' if terminated else 'interrupted'}; completed trials are kept, "
               "run the same command to resume", file=sys.stderr)
-        return 143 if terminated else 130
-    if failed:
+    elif failed:
         print("tuner search: " + ", ".join(
             f"the worker on {backend.name} {device} " + (f"exited with {status}" if status > 0 else
                                                           f"was killed by signal {-status}")
             for device, status in failed.items()), file=sys.stderr)
+    lost = next((relay.error for _, _, relays in workers for relay in relays if relay.error), None)
+    if lost:
+        raise lost  # said, as a failed write of this process's own is, by cli.main
+    if interrupted:
+        return 143 if terminated else 130
     return max((status if status > 0 else 1 for status in failed.values()), default=0)
