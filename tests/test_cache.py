@@ -174,6 +174,21 @@ def test_a_gpus_rate_is_printed_in_whole_gflops_not_in_exponent_form(tmp_path, c
     assert "runner-up: 950 GFLOP/s" in out and "runner-up: 12.3 GFLOP/s" in out
 
 
+@pytest.mark.parametrize("device, shape, gflops, shown", [
+    (H100, 64, 1000.0, "0.0005243 ms"),  # a GPU's microseconds, not 0.001 ms
+    (H100, 4096, 30912.4, "4.446 ms"),
+    (describe_simulator("cuda"), 32, 5e-6, "13,107 ms"),  # simulated seconds, not 13107.200 ms or 1.311e+04 ms
+])
+def test_a_time_is_printed_in_ms_to_four_significant_digits(tmp_path, capsys, device, shape, gflops, shown):
+    from tuner.cli import main
+
+    problem = Problem(shape, shape, shape)
+    cache.write_record(cache.record_path(tmp_path, device.slug, problem.key),
+                       make_record(device, problem, [(CONFIGS[0], gflops)]))
+    assert main(["show", f"{device.slug}/{problem.key}", "--cache-dir", str(tmp_path)]) == 0
+    assert f", median {shown} over 10 runs" in capsys.readouterr().out
+
+
 def test_show_says_that_a_shipped_records_study_is_on_the_machine_that_measured_it(tmp_path, capsys, monkeypatch):
     from tuner.cli import main
 

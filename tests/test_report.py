@@ -67,6 +67,15 @@ def test_report_writes_a_page_and_its_figures(searched, tmp_path, capsys):
     assert "Skipped" in page and "unreadable" in page
 
 
+def test_show_and_report_print_the_best_time_alike(searched, tmp_path, capsys):
+    root, _ = searched
+    [path] = cache.record_paths(root)
+    assert main(["show", cache.record_id(root, path), "--cache-dir", str(root)]) == 0
+    shown = re.findall(r"median (\S+ ms) over", capsys.readouterr().out)
+    assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path)]) == 0
+    assert re.findall(r"median (\S+ ms) over", (tmp_path / "report.html").read_text()) == shown != []
+
+
 def test_report_says_when_there_are_no_bench_results(searched, tmp_path):
     root, _ = searched
     out, empty = tmp_path / "report", tmp_path / "empty"

@@ -196,6 +196,14 @@ def rate(gflops: float) -> str:
     return f"{gflops:,.0f} GFLOP/s" if gflops >= 100 else f"{gflops:.3g} GFLOP/s"
 
 
+def duration(seconds: float) -> str:
+    """A time as it is printed everywhere: in ms to four significant digits (a GPU's 1.572 ms or
+    0.01234 ms, a simulated 348.9 ms), whole ms with thousands separators from 1,000 up (a
+    simulated 2,302 ms, not 2302 or 2.302e+03)."""
+    milliseconds = seconds * 1e3
+    return f"{milliseconds:,.0f} ms" if milliseconds >= 1000 else f"{milliseconds:.4g} ms"
+
+
 def file_stem(problem: Problem) -> str:
     """The name of a problem's record file, without .json: its key, after its family's prefix."""
     return f"{get_family(problem.family).record_prefix}{problem.key}"

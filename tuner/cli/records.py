@@ -5,7 +5,7 @@ import sys
 
 from .. import cache
 from ..backends import get_backend
-from ..record import Record, rate
+from ..record import Record, duration, rate
 from .arguments import add_cache_dir
 
 SHOWN_MATCHES = 4  # ids named when `tuner show` is given a part of several
@@ -17,7 +17,7 @@ def print_best(record: Record) -> None:
     simulated = " (simulated CPU time)" if record.device.simulated else ""
     fraction = (f", {best.fraction_of_peak:.1%} of peak" if best.fraction_of_peak is not None
                 else ", no peak to compare with" if simulated else ", peak unknown for this device")
-    print(f"best: {rate(best.gflops)}{simulated}{fraction}, median {best.seconds * 1e3:.3f} ms "
+    print(f"best: {rate(best.gflops)}{simulated}{fraction}, median {duration(best.seconds)} "
           f"over {best.reps} runs")
     print("  " + " ".join(f"{name}={json.dumps(value)}" for name, value in record.best.config.as_dict().items()))
 

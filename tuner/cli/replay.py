@@ -1,6 +1,7 @@
 """`tuner replay`: searches replayed offline on a recorded space, and how close they came."""
 import json
 
+from ..record import duration
 from ..sampler import SAMPLERS
 from .arguments import SEED_LIMIT, _count, _positive, _seed
 
@@ -20,8 +21,7 @@ def _replay(args) -> int:
         return 0
     fraction, near = summary["fraction_of_optimum"], summary["within_5_percent"]
     left_out = f" ({space.left_out} more have values outside its domains and are left out)" if space.left_out else ""
-    print(f"{space.name}: {len(space.results)} recorded configurations{left_out}, the best "
-          f"{space.optimum * 1e3:.4g} ms")
+    print(f"{space.name}: {len(space.results)} recorded configurations{left_out}, the best {duration(space.optimum)}")
     fewer = (f", {summary['mean_evaluations']:.4g} on average: the space ran out or the sampler converged"
              if summary["mean_evaluations"] < args.trials else "")
     print(f"{args.sampler}, {args.repeat} search{'es' if args.repeat > 1 else ''} of up to {args.trials} evaluations"
