@@ -189,6 +189,20 @@ def test_a_time_is_printed_in_ms_to_four_significant_digits(tmp_path, capsys, de
     assert f", median {shown} over 10 runs" in capsys.readouterr().out
 
 
+def test_show_says_one_multiprocessor_and_one_run_in_the_singular(tmp_path, capsys):
+    from tuner.cli import main
+
+    problem, device = Problem(64, 64, 64), dataclasses.replace(H100, multiprocessors=1)
+    made = make_record(device, problem, [(CONFIGS[0], 1000.0)])
+    [best] = made.ranked
+    made = dataclasses.replace(made, ranked=(dataclasses.replace(
+        best, measurement=dataclasses.replace(best.measurement, reps=1)),))
+    cache.write_record(cache.record_path(tmp_path, device.slug, problem.key), made)
+    assert main(["show", f"{device.slug}/{problem.key}", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "(sm_90, 1 multiprocessor)," in out and " over 1 run\n" in out
+
+
 def test_show_says_that_a_shipped_records_study_is_on_the_machine_that_measured_it(tmp_path, capsys, monkeypatch):
     from tuner.cli import main
 

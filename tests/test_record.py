@@ -143,3 +143,14 @@ def test_a_fifo_in_place_of_a_record_is_refused_without_blocking(tmp_path):
     os.mkfifo(path)
     with pytest.raises(cache.CacheError, match="not a regular file"):
         cache.read_record(path)
+
+
+@pytest.mark.parametrize("number, noun, plural, said", [
+    (1, "trial", "", "1 trial"), (0, "trial", "", "0 trials"), (2, "trial", "", "2 trials"),
+    (1, "search", "searches", "1 search"), (3, "search", "searches", "3 searches"),
+    (1.0, "evaluation", "", "1 evaluation"), (1.5, "evaluation", "", "1.5 evaluations"),
+])
+def test_a_count_is_singular_for_one_only(number, noun, plural, said):
+    from tuner.record import counted
+
+    assert counted(number, noun, plural) == said

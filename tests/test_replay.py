@@ -3,6 +3,7 @@ import copy
 import gzip
 import itertools
 import json
+import re
 
 import numpy as np
 import optuna
@@ -438,6 +439,13 @@ def test_tuner_replay_prints_the_fraction_of_the_optimum(space_file, capsys):
     assert "random, 2 searches of up to 30 evaluations (seeds" in out and "fraction of the optimum found: mean" in out
     assert main(["replay", str(space_file), "--trials", "1000", "--repeat", "1"]) == 0
     assert "1 search of up to 1000 evaluations, 432 on average: the space ran out" in capsys.readouterr().out
+
+
+def test_tuner_replay_says_one_search_of_one_evaluation_in_the_singular(space_file, capsys):
+    assert main(["replay", str(space_file), "--trials", "1", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "local, 1 search of up to 1 evaluation (seeds 0..0)" in out
+    assert re.search(r"the optimum: (0 of 1 search, never|1 of 1 search, median 1 evaluation); ", out), out
 
 
 def test_tuner_replay_refuses_a_missing_file_in_one_line(tmp_path, capsys):

@@ -170,13 +170,20 @@ def test_failures_are_counted_by_status_and_by_rule():
                                        "invalid: pad=N is for vector fragments; use pad 0 or 1": 1}
 
 
-def test_a_study_of_one_variant_is_drawn_without_matplotlib_warnings(tmp_path, capsys):
+def test_a_study_of_one_variant_is_said_in_the_singular_and_drawn_without_matplotlib_warnings(tmp_path, capsys):
     import warnings
 
     assert main(["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--trials", "1",
                  "--cache-dir", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "has 0 trials, 0 measured of a budget of 1" in err
+    assert "the study now has 1 trial (1 completed), 1 measured" in out
+    assert "throughput: 1 variant evaluated in" in out and "failures by reason (the study's 1 completed trial)" in out
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert main(["report", "--cache-dir", str(tmp_path), "--out", str(tmp_path / "report")]) == 0
     assert (tmp_path / "report" / "history.png").exists()
     assert not [str(warning.message) for warning in caught if issubclass(warning.category, UserWarning)]
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "against the 1 measured variant in the order of measurement (the study&#39;s 1 trial less" in page
+    assert "GFLOP/s (simulated CPU time) of the 1 variant that passed," in page

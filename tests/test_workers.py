@@ -210,7 +210,7 @@ def test_simulated_devices_past_the_visible_list_get_one_line(tmp_path, capsys, 
     status = main(["search", "--backend", "cuda", *SMALL, "--simulate", "--devices", "0,3",
                    "--cache-dir", str(tmp_path)])
     err = capsys.readouterr().err
-    assert status == 2 and "CUDA_VISIBLE_DEVICES=0 lists 1 device(s)" in err and err.count("\n") == 1, err
+    assert status == 2 and "CUDA_VISIBLE_DEVICES=0 lists 1 device, numbered 0 to 0" in err and err.count("\n") == 1, err
 
 
 def test_a_worker_is_pinned_within_the_devices_this_process_sees():

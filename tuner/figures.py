@@ -11,7 +11,7 @@ from pathlib import Path
 import optuna
 
 from . import simulator
-from .record import Record
+from .record import Record, counted
 from .studies import StudyTrials, failure_reasons
 
 # The block tile and the per-thread register tile, or (tensor-core studies) the warp tile.
@@ -167,21 +167,22 @@ def draw(runs: StudyTrials, records: list[Record], results: list, root: Path) ->
             figures.append(Figure(name, title, caption, png()))
 
     add("history", "Optimisation history",
-        f"GFLOP/s{unit} of each measured variant and the best so far, against the {len(measured)} measured "
-        f"variants in the order they were measured (the study's {len(runs.trials)} trials less the invalid and "
+        f"GFLOP/s{unit} of each measured variant and the best so far, against the "
+        f"{counted(len(measured), 'measured variant')} in the order of measurement (the study's "
+        f"{counted(len(runs.trials), 'trial')} less the invalid and "
         "repeated suggestions, which cost no device time). A variant that failed is infeasible, drawn at 0."
         + (" The dashed line is the seed kernel's configuration." if runs.seed else ""),
         "" if measured else "no variant has been measured", lambda: _history(measured, unit, runs.seed))
     add("importances", "Parameter importances",
         f"How much each parameter explains GFLOP/s{unit}, by PED-ANOVA (Optuna's default evaluator), over the "
-        f"{len(passed)} variants that passed verification. With few variants, these mean little.",
+        f"{counted(len(passed), 'variant')} that passed verification. With few variants, these mean little.",
         "" if len(passed) >= 2 else "needs two variants that passed verification",
         lambda: _importances(passed, unit))
     add("tiles", "GFLOP/s by tile parameters",
-        f"GFLOP/s{unit} of the {len(passed)} variants that passed, against the block tile (block_m, block_n) "
-        "and the per-thread register tile (thread_m, thread_n) or, on the tensor cores, the warp tile (warp_m, "
-        "warp_n): Optuna's slice plot, coloured by the order "
-        "they were measured in.", "" if passed else "no variant has passed verification",
+        f"GFLOP/s{unit} of the {counted(len(passed), 'variant')} that passed, against the block tile (block_m, "
+        "block_n) and the per-thread register tile (thread_m, thread_n) or, on the tensor cores, the warp tile "
+        "(warp_m, warp_n): Optuna's slice plot, coloured by the order they were measured in.",
+        "" if passed else "no variant has passed verification",
         lambda: _tiles(passed, unit))
     reasons = failure_reasons(runs.trials)
     add("failures", "Failures by reason",

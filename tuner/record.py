@@ -204,6 +204,13 @@ def duration(seconds: float) -> str:
     return f"{milliseconds:,.0f} ms" if milliseconds >= 1000 else f"{milliseconds:.4g} ms"
 
 
+def counted(number: float, noun: str, plural: str = "") -> str:
+    """A count as it is printed everywhere: `number` and `noun`, plural (`noun` + "s" unless
+    `plural` is given) for any number but 1: 1 trial, 2 trials, 0 trials; 1 search, 3 searches."""
+    shown = f"{number:g}" if isinstance(number, float) else str(number)
+    return f"{shown} {noun if number == 1 else plural or noun + 's'}"
+
+
 def file_stem(problem: Problem) -> str:
     """The name of a problem's record file, without .json: its key, after its family's prefix."""
     return f"{get_family(problem.family).record_prefix}{problem.key}"

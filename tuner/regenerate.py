@@ -19,7 +19,7 @@ import optuna
 from . import cache
 from .devices import software_changes
 from .problem import Problem
-from .record import Record, file_stem, rate
+from .record import Record, counted, file_stem, rate
 from .runtime import Runtime
 from .search import Search, study_name
 from .stopping import Terminated
@@ -97,7 +97,7 @@ def _regenerate_one(search: Search, records: list[Record], current: list[Record]
     if current and not any(found.valid_configs() for found in current):
         details.append("the configurations recorded for this device are no longer valid in this version of tuner")
     tuned_on = sorted({found.device.name for found in records})
-    say(f"{file_stem(problem)}: re-tuning ({trials} variants), tuned before on {', '.join(tuned_on)}")
+    say(f"{file_stem(problem)}: re-tuning ({counted(trials, 'variant')}), tuned before on {', '.join(tuned_on)}")
     return _retune(search, records, trials, details)
 
 
@@ -165,5 +165,5 @@ def _retune(search: Search, records: list[Record], trials: int, details: list[st
                       [*details, f"no variant passed verification in {outcome.measured} measured"])
     best = outcome.record.best
     return Change(search.problem, "re-tuned", [
-        *details, f"best {_gflops(best.measurement.gflops, simulated)} after {outcome.measured} variants "
+        *details, f"best {_gflops(best.measurement.gflops, simulated)} after {counted(outcome.measured, 'variant')} "
         f"(before: {'; '.join(before)})", best.config.describe()])

@@ -20,7 +20,7 @@ import optuna
 from . import cache, simulator
 from .benchmarks import BENCH_FILE, BENCH_RESULTS, bench_rows, bench_results
 from .figures import FIGURES, Figure, draw
-from .record import duration, rate
+from .record import counted, duration, rate
 from .studies import SIMULATED, StudyTrials, find_study
 from .trials import Kind, kind
 
@@ -57,12 +57,12 @@ def _overview(runs: StudyTrials, storage: str) -> list[tuple[str, str]]:
              else f"fingerprint {identity.get('fingerprint', 'unknown')}"),
             ("trials", f"{len(trials)}: {len(measured)} measured ({len(passed)} passed, "
                        f"{len(measured) - len(passed)} failed), {kinds[Kind.INVALID]} invalid, "
-                       f"{kinds[Kind.DUPLICATE]} repeated suggestions answered from the study")]
+                       f"{counted(kinds[Kind.DUPLICATE], 'repeated suggestion')} answered from the study")]
     if entry:
         best = entry.best.measurement
         fraction = f"{best.fraction_of_peak:.1%} of peak" if best.fraction_of_peak is not None else "no peak"
         rows += [("best", f"{rate(best.gflops)}{unit}, {fraction}, median {duration(best.seconds)} "
-                          f"over {best.reps} runs (trial {entry.best.trial} of the study)"),
+                          f"over {counted(best.reps, 'run')} (trial {entry.best.trial} of the study)"),
                  ("best configuration", " ".join(f"{name}={json.dumps(value)}"
                                                  for name, value in entry.best.config.as_dict().items())),
                  ("cache entry", str(runs.entry_path))]

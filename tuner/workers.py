@@ -13,6 +13,7 @@ import sys
 import threading
 
 from .backends import Backend
+from .record import counted
 from .runtime import NoGPU, driver_device_count
 from .stopping import PARENT, Terminated, stop_on_sigterm
 
@@ -35,8 +36,8 @@ def check_visible(backend: Backend, devices: list[int], environ: dict) -> None:
     visible = environ.get(backend.visible_devices)
     count = len(visible.split(",")) if visible else None
     if count is not None and max(devices) >= count:
-        raise ValueError(f"--devices {max(devices)}: {backend.visible_devices}={visible} lists {count} device(s), "
-                         f"numbered 0 to {count - 1} here; pass indices into that list")
+        raise ValueError(f"--devices {max(devices)}: {backend.visible_devices}={visible} lists "
+                         f"{counted(count, 'device')}, numbered 0 to {count - 1} here; pass indices into that list")
 
 
 def check_devices(backend: Backend, devices: list[int]) -> None:
@@ -97,7 +98,7 @@ def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int
         for relay in relays:
             relay.start()
         workers.append((device, worker, relays))
-    print(f"tuner search: {len(workers)} workers started, pinned with {backend.visible_devices}; "
+    print(f"tuner search: {counted(len(workers), 'worker')} started, pinned with {backend.visible_devices}; "
           "Ctrl-C stops them all", file=sys.stderr)
     interrupted = terminated = False
     # A worker runs in its own session, so a Ctrl-C at the terminal reaches only this process,

@@ -5,7 +5,7 @@ import sys
 
 from .. import cache
 from ..backends import get_backend
-from ..record import Record, duration, rate
+from ..record import Record, counted, duration, rate
 from .arguments import add_cache_dir
 
 SHOWN_MATCHES = 4  # ids named when `tuner show` is given a part of several
@@ -18,7 +18,7 @@ def print_best(record: Record) -> None:
     fraction = (f", {best.fraction_of_peak:.1%} of peak" if best.fraction_of_peak is not None
                 else ", no peak to compare with" if simulated else ", peak unknown for this device")
     print(f"best: {rate(best.gflops)}{simulated}{fraction}, median {duration(best.seconds)} "
-          f"over {best.reps} runs")
+          f"over {counted(best.reps, 'run')}")
     print("  " + " ".join(f"{name}={json.dumps(value)}" for name, value in record.best.config.as_dict().items()))
 
 
@@ -85,7 +85,7 @@ def _show(args) -> int:
         print(json.dumps({**data, "source": source} if args.source else data, indent=2, sort_keys=True))
         return 0
     device = record.device
-    print(f"{device.name} ({device.arch}, {device.multiprocessors} multiprocessors), "
+    print(f"{device.name} ({device.arch}, {counted(device.multiprocessors, 'multiprocessor')}), "
           f"fingerprint {record.fingerprint}; driver {device.driver}; runtime {device.runtime}")
     print(f"{record.family} problem {data['problem']}; times are {record.clock}")
     print_best(record)

@@ -1,7 +1,7 @@
 """`tuner replay`: searches replayed offline on a recorded space, and how close they came."""
 import json
 
-from ..record import duration
+from ..record import counted, duration
 from ..sampler import SAMPLERS
 from .arguments import SEED_LIMIT, _count, _positive, _seed
 
@@ -20,16 +20,18 @@ def _replay(args) -> int:
                           "optimum_seconds": space.optimum, **summary}))
         return 0
     fraction, near = summary["fraction_of_optimum"], summary["within_5_percent"]
-    left_out = f" ({space.left_out} more have values outside its domains and are left out)" if space.left_out else ""
-    print(f"{space.name}: {len(space.results)} recorded configurations{left_out}, the best {duration(space.optimum)}")
+    left_out = (f" (and {counted(space.left_out, 'other')} left out, with values outside its domains)"
+                if space.left_out else "")
+    print(f"{space.name}: {counted(len(space.results), 'recorded configuration')}{left_out}, the best "
+          f"{duration(space.optimum)}")
     fewer = (f", {summary['mean_evaluations']:.4g} on average: the space ran out or the sampler converged"
              if summary["mean_evaluations"] < args.trials else "")
-    print(f"{args.sampler}, {args.repeat} search{'es' if args.repeat > 1 else ''} of up to {args.trials} evaluations"
+    print(f"{args.sampler}, {counted(args.repeat, 'search', 'searches')} of up to {counted(args.trials, 'evaluation')}"
           f"{fewer} (seeds {args.seed}..{args.seed + args.repeat - 1}): fraction of the optimum found: mean "
           f"{fraction['mean']:.3f}, min {fraction['min']:.3f}, max {fraction['max']:.3f}, sd {fraction['stdev']:.3f}")
-    within = f"median {near['median_evaluations']:g} evaluations" if near["runs"] else "never"
-    print(f"within {NEAR - 1:.0%} of the optimum: {near['runs']} of {args.repeat} searches, {within}; "
-          f"recorded cost {summary['mean_recorded_cost_seconds']:.0f} s per search")
+    within = f"median {counted(near['median_evaluations'], 'evaluation')}" if near["runs"] else "never"
+    print(f"within {NEAR - 1:.0%} of the optimum: {near['runs']} of {counted(args.repeat, 'search', 'searches')}, "
+          f"{within}; recorded cost {summary['mean_recorded_cost_seconds']:.0f} s per search")
     return 0
 
 

@@ -12,7 +12,7 @@ from ..compile_ahead import default_workers
 from ..dtypes import PRECISIONS
 from ..launch import python_module
 from ..problem import Problem
-from ..record import file_stem, rate
+from ..record import counted, file_stem, rate
 from ..runtime import NoGPU, Runtime, chosen_backend, detect_runtime, open_runtime
 from ..sampler import SAMPLERS
 from ..space import Space
@@ -82,7 +82,7 @@ def _search(args) -> int:
     measured = search.shared.measured_count(search.study)
     spent = args.trials is not None and measured >= args.trials  # a rerun of a finished study
     print(f"searching {file_stem(problem)} on {runtime.device.name} [{runtime.device.fingerprint}]; "
-          f"times are {runtime.clock}; study {search.study.study_name!r} has {search.trial_count()} trials, "
+          f"times are {runtime.clock}; study {search.study.study_name!r} has {counted(search.trial_count(), 'trial')}, "
           f"{measured} measured" + (f" of a budget of {args.trials}" if args.trials else ""), file=sys.stderr)
     bar = tqdm(total=args.trials, initial=min(measured, args.trials or measured), unit="variant", file=sys.stderr,
                dynamic_ncols=True, desc="study")
@@ -100,16 +100,16 @@ def _search(args) -> int:
     completed = search.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     budget = f" (its budget: {args.trials})" if args.trials else ""
     print(f"this run: measured {outcome.measured} ({outcome.failed} failed), {outcome.invalid} invalid and "
-          f"{outcome.duplicates} repeated suggestions answered without measuring; the study now has "
-          f"{search.trial_count()} trials ({len(completed)} completed), {measured} measured{budget}"
+          f"{counted(outcome.duplicates, 'repeated suggestion')} answered without measuring; the study now has "
+          f"{counted(search.trial_count(), 'trial')} ({len(completed)} completed), {measured} measured{budget}"
           + (f"; stopped: {outcome.stopped}" if outcome.stopped else ""))
     if spent:
         print(f"the study had already measured its budget of {args.trials}: pass a larger --trials to go on")
     if outcome.intervals:
-        print(f"throughput: {len(outcome.intervals)} variants evaluated in {outcome.wall_seconds:.0f} s, a median of "
-              f"{statistics.median(outcome.intervals):.2f} s each; verifying and timing took "
+        print(f"throughput: {counted(len(outcome.intervals), 'variant')} evaluated in {outcome.wall_seconds:.0f} s, "
+              f"a median of {statistics.median(outcome.intervals):.2f} s each; verifying and timing took "
               f"{outcome.measuring_seconds / outcome.wall_seconds:.0%} of it"
-              + (f" ({workers} compile workers ahead)" if workers else ""))
+              + (f" ({counted(workers, 'compile worker')} ahead)" if workers else ""))
     if outcome.record:
         print_best(outcome.record)
     else:
@@ -164,9 +164,10 @@ def print_failure_summary(trials) -> None:
 
     reasons = failure_reasons(trials)
     if not reasons:
-        print(f"failures by reason (the study's {len(trials)} completed trials): none")
+        print(f"failures by reason (the study's {counted(len(trials), 'completed trial')}): none")
         return
-    print(f"failures by reason (the study's {len(trials)} completed trials; a suggestion breaking several rules "
+    print(f"failures by reason (the study's {counted(len(trials), 'completed trial')}; a suggestion breaking "
+          "several rules "
           "counts for each):")
     for reason, count in reasons.most_common(SHOWN_REASONS):
         print(f"  {count:4} {reason}")
