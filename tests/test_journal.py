@@ -148,6 +148,21 @@ def test_a_journal_reached_by_two_names_has_one_append_lock_and_one_claims_lock(
     assert [lock.name for lock in tmp_path.glob("*.flock")] == ["real.journal.flock"]  # taken by both repairs
 
 
+def test_the_folders_a_journals_locks_create_are_private_under_a_permissive_umask(tmp_path):
+    """A journal reached through a symbolic link into missing folders gets them from its locks,
+    which make them with mode 700 (disk.make_dirs), not the 775 of umask 002 that would let the
+    group swap the journal and its locks."""
+    link, folder = tmp_path / "link.journal", tmp_path / "new" / "folder"
+    link.symlink_to(folder / "real.journal")
+    previous = os.umask(0o002)
+    try:
+        storage.SharedStorage(str(link), tmp_path / "unused.journal", 60)
+    finally:
+        os.umask(previous)
+    assert (folder / "real.journal.flock").exists()
+    assert [oct(path.stat().st_mode & 0o777) for path in (folder.parent, folder)] == ["0o700", "0o700"]
+
+
 def test_a_journal_that_may_not_be_written_is_read_without_locks_or_writes(tmp_path, monkeypatch, capsys):
     path = tmp_path / "study.journal"
     writable = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))

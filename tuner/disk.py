@@ -1,6 +1,7 @@
 """Files written and read safely: under an exclusive lock, in one rename after an fsync, without
 blocking on a FIFO, in folders only their user can write. Records, journals, kernel files and
-ceilings are written through these; records and recorded spaces are read through them."""
+ceilings are written through these, and a study's workers share these locks (locks.FileLock);
+records and recorded spaces are read through them."""
 import contextlib
 import fcntl
 import glob
@@ -23,16 +24,42 @@ def make_dirs(directory: Path) -> None:
     directory.mkdir(mode=0o700, exist_ok=True)
 
 
-@contextlib.contextmanager
-def locked(path: Path):
-    """An exclusive lock on `path`'s companion .lock file, held for the block."""
-    make_dirs(path.parent)
-    with open(path.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+class FileLock:
+    """An exclusive fcntl lock on the file `path`, created if missing (its folders with make_dirs),
+    taken with acquire and release or held for a with block. The kernel releases it when its
+    process dies, so a process killed while holding it blocks no one."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._file = None
+
+    def acquire(self) -> bool:
+        make_dirs(self.path.parent)
+        file = open(self.path, "a")
         try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(file, fcntl.LOCK_EX)
+        except BaseException:
+            file.close()
+            raise
+        self._file = file
+        return True
+
+    def release(self) -> None:
+        file, self._file = self._file, None
+        fcntl.flock(file, fcntl.LOCK_UN)
+        file.close()
+
+    def __enter__(self) -> "FileLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exception) -> None:
+        self.release()
+
+
+def locked(path: Path) -> FileLock:
+    """An exclusive lock on `path`'s companion .lock file, for a with block."""
+    return FileLock(path.with_suffix(".lock"))
 
 
 def remove_stale_temporaries(path: Path) -> None:

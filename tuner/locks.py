@@ -2,40 +2,22 @@
 (storage.py): each is released when the process or database session holding it dies, and other
 databases get none."""
 import contextlib
-import fcntl
 import hashlib
 from pathlib import Path
 
+from . import disk
 
-class FileLock:
-    """An exclusive fcntl lock on a file beside the study's journal or SQLite file. The kernel
-    releases it when its process dies, so a worker killed while holding it blocks no one (Optuna's
-    default symlink lock for journals is broken only after 30 s). It also serves as the journal's
-    append lock (acquire and release), on a file of its own (.flock) so that it never meets the
-    symlink lock of a tool opening the journal with Optuna's defaults."""
 
-    def __init__(self, path: Path):
-        self.path = path
-        self._file = None
+class FileLock(disk.FileLock):
+    """An exclusive fcntl lock (disk.FileLock) on a file beside the study's journal or SQLite file.
+    The kernel releases it when its process dies, so a worker killed while holding it blocks no one
+    (Optuna's default symlink lock for journals is broken only after 30 s). It also serves as the
+    journal's append lock (acquire and release), on a file of its own (.flock) so that it never
+    meets the symlink lock of a tool opening the journal with Optuna's defaults."""
 
-    def acquire(self) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a")
-        fcntl.flock(self._file, fcntl.LOCK_EX)
-        return True
-
-    def release(self) -> None:
-        file, self._file = self._file, None
-        fcntl.flock(file, fcntl.LOCK_UN)
-        file.close()
-
-    @contextlib.contextmanager
-    def held(self, study_name: str):
-        self.acquire()
-        try:
-            yield
-        finally:
-            self.release()
+    def held(self, study_name: str) -> "FileLock":
+        """This lock, for a with block: its file is the study's own."""
+        return self
 
 
 class AdvisoryLock:
