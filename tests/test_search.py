@@ -1,6 +1,7 @@
 """The Optuna search on the simulator: measurements, failures, duplicates, resuming, the cache."""
 import dataclasses
 import json
+import os
 
 import numpy as np
 import optuna
@@ -315,14 +316,49 @@ def test_searches_on_one_host_keep_each_others_ceilings(tmp_path):
 
 @pytest.mark.parametrize("content", ['{"a": 0.5', "[1, 2]", '{"a": "high", "b": true, "c": 0.5, "d": null}'])
 def test_a_broken_ceilings_file_counts_as_empty_and_is_written_over(tmp_path, content):
-    from tuner.ceiling import Ceilings
+    from tuner.ceiling import Ceilings, CeilingsFileWarning
 
     path = tmp_path / "ceilings.json"
     path.write_text(content)
-    ceilings = Ceilings(path, lambda config: 0.5)
+    if content.startswith('{"a": "'):  # the file is read: only its entries that are no ceiling are dropped
+        ceilings = Ceilings(path, lambda config: 0.5)
+    else:
+        with pytest.warns(CeilingsFileWarning, match=f"the ceilings file {path} cannot be read"):
+            ceilings = Ceilings(path, lambda config: 0.5)
     assert ceilings.known == ({"c": 0.5, "d": None} if content.startswith('{"a": "') else {})
     assert ceilings.of(SEED) == 0.5 and json.loads(path.read_text())[config_key(SEED.as_dict())] == 0.5
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def _fifo(path, monkeypatch):
+    os.mkfifo(path)
+
+
+def _device(path, monkeypatch):
+    path.symlink_to("/dev/zero")
+
+
+def _over_the_cap(path, monkeypatch):
+    monkeypatch.setattr("tuner.ceiling.MAX_BYTES", 16)
+    path.write_text('{"c": 0.5, "d": 0.25}')  # a sound file of 21 bytes, whole if read past the cap
+
+
+@pytest.mark.parametrize("make, reason", [
+    (_fifo, "not a regular file"), (_device, "not a regular file"), (_over_the_cap, "over 16 bytes"),
+], ids=["fifo", "device", "over-the-cap"])
+def test_a_fifo_a_device_or_a_file_over_the_cap_at_the_ceilings_path_is_ignored_and_written_over(
+        tmp_path, monkeypatch, make, reason):
+    """Read without blocking and within MAX_BYTES (disk.read_regular_file), it cannot hang or
+    exhaust a search: it is named in a warning, and the next count replaces it with a ceilings file."""
+    from tuner.ceiling import Ceilings, CeilingsFileWarning
+
+    path = tmp_path / "ceilings.json"
+    make(path, monkeypatch)
+    with pytest.warns(CeilingsFileWarning, match=f"the ceilings file {path} cannot be read .* {reason}"):
+        ceilings = Ceilings(path, lambda config: 0.5)
+    assert ceilings.known == {} and ceilings.of(SEED) == 0.5
+    assert path.is_file() and not path.is_symlink()
+    assert json.loads(path.read_text()) == {config_key(SEED.as_dict()): 0.5}
 
 
 def test_the_temporary_ceilings_file_of_a_writer_killed_before_its_rename_is_removed(tmp_path):

@@ -12,10 +12,11 @@ ceiling: an HMMA keeps its pipe busy for several cycles, so its share of the iss
 bounds nothing.
 """
 import json
+import warnings
 from pathlib import Path
 from typing import Callable
 
-from .disk import locked, write_atomically
+from .disk import locked, read_regular_file, write_atomically
 from .config import Config
 from .devices import templates_hash
 from .runtime import Runtime
@@ -27,6 +28,12 @@ PRUNE_BELOW = 0.5  # of the ceiling of the fastest variant measured in the study
 # configurations are measured whatever their ceiling: half as many as end a run.
 NOTHING_BETTER_LEFT = MAX_UNMEASURED_IN_A_ROW // 2
 NOT_COUNTED = object()  # Ceilings.of: no count was made elsewhere
+# The most a ceilings file may hold: a whole valid space counted (about 31,000 configurations) takes 8 MB.
+MAX_BYTES = 64 << 20
+
+
+class CeilingsFileWarning(UserWarning):
+    """A ceilings file that could not be read was ignored; its ceilings are counted again."""
 
 
 class Ceilings:
@@ -34,7 +41,7 @@ class Ceilings:
 
     def __init__(self, path: Path, count: Callable[[Config], float | None]):
         self.path, self.count = path, count
-        self.known = _read(path)
+        self.known = _read(path, warn=True)
 
     @classmethod
     def where_countable(cls, runtime: Runtime, space: Space, root: Path) -> "Ceilings | None":
@@ -69,15 +76,25 @@ class Ceilings:
             write_atomically(self.path, json.dumps(self.known).encode())
 
 
-def _read(path: Path) -> dict:
-    """The ceilings kept in `path`. The file only saves counting again, so one that is unreadable or
-    malformed (truncated by a crash, edited by hand) counts as empty and is written over, and an
-    entry that is neither a number nor None (cannot be counted) is dropped."""
+def _read(path: Path, warn: bool = False) -> dict:
+    """The ceilings kept in `path`. The file only saves counting again, so one that cannot be read
+    (not a regular file, over MAX_BYTES, not a JSON object: edited by hand, or planted) counts as
+    empty, said in a warning where `warn`, and is written over at the next count; an entry that is
+    neither a number nor None (cannot be counted) is dropped."""
     try:
-        known = json.loads(path.read_text()) if path.is_file() else {}
-    except (OSError, ValueError):
+        raw = read_regular_file(path, MAX_BYTES)
+        if len(raw) > MAX_BYTES:
+            raise ValueError(f"over {MAX_BYTES} bytes")
+        known = json.loads(raw)
+        if not isinstance(known, dict):
+            raise ValueError("not a JSON object")
+    except FileNotFoundError:
         return {}
-    if not isinstance(known, dict):
+    except (OSError, ValueError, RecursionError) as error:
+        if warn:
+            warnings.warn(f"tuner: the ceilings file {path} cannot be read ({type(error).__name__}: "
+                          f"{str(error)[:200]}); it is ignored and written over, and its ceilings are counted again",
+                          CeilingsFileWarning, stacklevel=3)
         return {}
     return {key: value for key, value in known.items()
             if value is None or isinstance(value, (int, float)) and not isinstance(value, bool)}

@@ -1,7 +1,7 @@
 """Files written and read safely: under an exclusive lock, in one rename after an fsync, without
 blocking on a FIFO, in folders only their user can write. Records, journals, kernel files and
 ceilings are written through these, and a study's workers share these locks (locks.FileLock);
-records and recorded spaces are read through them."""
+records, recorded spaces and ceilings are read through them."""
 import contextlib
 import fcntl
 import glob
