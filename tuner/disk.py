@@ -1,7 +1,7 @@
-"""Files written and read safely: under an exclusive lock, in one rename after an fsync, without
-blocking on a FIFO, in folders only their user can write. Records, journals, kernel files and
-ceilings are written through these, and a study's workers share these locks (locks.FileLock);
-records, recorded spaces and ceilings are read through them."""
+"""Files written and read safely: under an exclusive lock, in one rename between the fsyncs of the
+file and of its folder, without blocking on a FIFO, in folders only their user can write. Records,
+journals, kernel files and ceilings are written through these, and a study's workers share these
+locks (locks.FileLock); records, recorded spaces and ceilings are read through them."""
 import contextlib
 import fcntl
 import glob
@@ -72,10 +72,11 @@ def remove_stale_temporaries(path: Path) -> None:
 
 def write_atomically(path: Path, content: bytes, keep_mode: bool = False) -> None:
     """Replace `path` with `content` in one rename after an fsync, so that a reader sees the old file
-    or the new one whole. The file is created with mode 600 or, with `keep_mode`, the mode and (where
-    allowed) the owner of the file it replaces. On failure no temporary file is left. The caller holds
-    the lock that every writer of `path` takes, so the temporary files of writers killed before their
-    rename are removed first."""
+    or the new one whole; the folder is fsynced after the rename, so that a power loss cannot undo it.
+    The file is created with mode 600 or, with `keep_mode`, the mode and (where allowed) the owner of
+    the file it replaces. On failure no temporary file is left. The caller holds the lock that every
+    writer of `path` takes, so the temporary files of writers killed before their rename are removed
+    first."""
     remove_stale_temporaries(path)
     info = path.stat() if keep_mode else None
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
@@ -93,6 +94,11 @@ def write_atomically(path: Path, content: bytes, keep_mode: bool = False) -> Non
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 
 def read_regular_file(path: Path, limit: int) -> bytes:

@@ -1,0 +1,21 @@
+"""disk.py's atomic write: a power loss after it leaves the new file, not the old one."""
+import os
+
+from tuner import disk
+
+
+def test_an_atomic_write_fsyncs_the_file_before_its_rename_and_the_folder_after(tmp_path, monkeypatch):
+    """The rename is an entry in the folder: without the folder's fsync a power loss may undo it."""
+    folder, synced, fsync = tmp_path.resolve(), [], os.fsync
+    path = folder / "x.json"
+
+    def recording(descriptor):
+        synced.append((os.readlink(f"/proc/self/fd/{descriptor}"), path.exists()))
+        fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    descriptors = set(os.listdir("/proc/self/fd"))
+    disk.write_atomically(path, b"{}")
+    assert [renamed for _, renamed in synced] == [False, True]
+    assert synced[0][0].startswith(f"{path}.") and synced[1][0] == str(folder)
+    assert path.read_bytes() == b"{}" and set(os.listdir("/proc/self/fd")) == descriptors  # the folder's is closed
