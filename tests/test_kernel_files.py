@@ -237,6 +237,66 @@ def test_a_numba_cache_directory_set_in_a_numba_config_file_is_checked_too(kerne
         write_source(source, directory)
 
 
+@pytest.mark.parametrize("line", ["cuda_memory_manager: planted", "cuda_driver: ./libcuda.so",
+                                  "CUDA_INCLUDE_PATH: ./include", "cache_locator_classes: planted.Locator"])
+def test_a_numba_config_file_that_names_code_to_load_is_refused(kernels, monkeypatch, tmp_path, line):
+    directory, path, source = kernels
+    (tmp_path / "planted.py").write_text(PLANTED.format(marker=str(tmp_path / "marker")))  # what Numba would import
+    (tmp_path / ".numba_config.yaml").write_text(f"num_threads: 2\n{line}\n")
+    monkeypatch.chdir(tmp_path)
+    option = line.split(":")[0]
+    with pytest.raises(UnsafeKernelDirectory, match=f"{tmp_path / '.numba_config.yaml'} sets {option} .*remove it "
+                                                    f"there, or set NUMBA_{option.upper()} in the environment") as e:
+        write_source(source, directory)
+    assert "\n" not in str(e.value) and not path.exists()
+
+
+def test_an_innocuous_numba_config_file_is_left_alone(kernels, monkeypatch, tmp_path):
+    (tmp_path / ".numba_config.yaml").write_text(f"num_threads: 2\ndebuginfo: 0\ncache_dir: {tmp_path / 'numba'}\n")
+    monkeypatch.chdir(tmp_path)
+    _product_is_right()
+    assert (tmp_path / "numba").is_dir()  # the file was read: the cache directory it sets was made, private
+
+
+@pytest.mark.parametrize("unsafe", ["writable by others", "a symbolic link", pytest.param(
+    "another user's", marks=pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root"))])
+def test_a_numba_config_file_that_another_user_could_have_written_is_refused(kernels, monkeypatch, tmp_path, unsafe):
+    directory, path, source = kernels
+    config = tmp_path / ".numba_config.yaml"
+    if unsafe == "a symbolic link":
+        (tmp_path / "elsewhere.yaml").write_text("num_threads: 2\n")
+        config.symlink_to(tmp_path / "elsewhere.yaml")
+        match = "is a symbolic link"
+    elif unsafe == "writable by others":
+        config.write_text("num_threads: 2\n")
+        config.chmod(0o666)
+        match = "can be written by other users .mode 666."
+    else:
+        config.write_text("num_threads: 2\n")
+        os.chown(config, 12345, -1)
+        match = "belongs to user 12345"
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UnsafeKernelDirectory, match=f"{config}, which Numba reads, {match}; make it a file of yours"):
+        write_source(source, directory)
+    assert not path.exists()
+
+
+def test_a_current_directory_where_others_could_put_a_numba_config_file_is_refused(kernels, monkeypatch, tmp_path):
+    directory, path, source = kernels
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # as /tmp: anyone may create the file Numba reads there
+    monkeypatch.chdir(shared)
+    with pytest.raises(UnsafeKernelDirectory, match=f"the current directory {shared} can be written by other users "
+                                                    ".mode 1777., who could put there the .numba_config.yaml"):
+        write_source(source, directory)
+    (shared / ".numba_config.yaml").write_text("num_threads: 2\n")  # a file of one's own, which no one else may
+    assert write_source(source, directory).read_text() == source  # replace in a sticky folder
+    shared.chmod(0o777)  # not sticky: anyone may replace it
+    with pytest.raises(UnsafeKernelDirectory, match="can be written by other users .mode 777."):
+        write_source(source, directory)
+
+
 def test_a_kernel_directory_inside_a_folder_others_can_write_is_refused(kernels, tmp_path, monkeypatch):
     directory, path, source = kernels
     shared = tmp_path / "shared"

@@ -6,7 +6,8 @@ file is only where Numba's cache finds the kernel: its bytes are checked against
 before each use, and a file that differs (edited, planted, a symbolic link, another user's) is
 replaced, never run. A file is written under a lock of its own (matmul_<hash>.lock), so the next
 writer removes the temporary file of one killed mid-write. The directory, and the `__pycache__`
-beside the files where Numba keeps its compiled kernels, must be writable by this user alone (see
+beside the files where Numba keeps its compiled kernels, must be writable by this user alone, and
+a .numba_config.yaml in the current directory may name no code for Numba to load (see
 docs/security.md).
 """
 import contextlib
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from . import cache, disk, simulator
 from .arrays import scalar
@@ -36,7 +38,8 @@ class KernelFileWarning(UserWarning):
 
 
 class UnsafeKernelDirectory(OSError):
-    """The kernel directory cannot be trusted or written; the message says what to do."""
+    """The kernel directory, or the Numba configuration file beside this process, cannot be trusted
+    or written; the message says what to do."""
 
 
 def kernel_dir(cache_root: Path | None = None) -> Path:
@@ -103,12 +106,55 @@ def _unsafe_ancestor(directory: Path) -> str:
     return ""
 
 
+_NUMBA_CONFIG = ".numba_config.yaml"  # Numba reads it from the current directory, at import and before each compile
+# The options of that file that name code for Numba or numba-cuda to load, and what they name.
+_LOADS_CODE = {"cuda_driver": "a driver library to load", "cuda_memory_manager": "a module to import",
+               "cuda_include_path": "headers to compile into kernels", "cache_locator_classes": "classes to import",
+               "gdb_binary": "a program to run"}
+
+
+def check_numba_config() -> None:
+    """UnsafeKernelDirectory, saying what to do, unless the .numba_config.yaml that Numba reads
+    from the current directory is a file that only this user (or root) can have written, in a
+    directory where no one else can replace it, and names no code to load (_LOADS_CODE); where
+    there is none, no one else may be able to put one. NUMBA_* variables are the user's own."""
+    here, euid = os.stat("."), os.geteuid()
+    try:
+        info = os.lstat(_NUMBA_CONFIG)
+    except FileNotFoundError:
+        info = None
+    present = info is not None and stat.S_ISREG(info.st_mode)
+    path = Path.cwd() / _NUMBA_CONFIG
+    problem = ("is a symbolic link" if info is not None and stat.S_ISLNK(info.st_mode) else "" if not present else
+               f"belongs to user {info.st_uid}" if info.st_uid not in (0, euid) else
+               f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})" if info.st_mode & 0o022 else "")
+    if problem:
+        raise UnsafeKernelDirectory(f"{path}, which Numba reads, {problem}; make it a file of yours that only you "
+                                    "can write, or remove it")
+    problem = (f"belongs to user {here.st_uid}" if here.st_uid not in (0, euid) else
+               f"can be written by other users (mode {stat.S_IMODE(here.st_mode):o})"
+               if here.st_mode & 0o022 and not (present and here.st_mode & stat.S_ISVTX) else "")
+    if problem:
+        raise UnsafeKernelDirectory(f"the current directory {path.parent} {problem}, who could put there the "
+                                    f"{_NUMBA_CONFIG} that Numba reads; run tuner from a directory of your own")
+    if present:
+        with open(_NUMBA_CONFIG) as file:
+            named = [option for option in yaml.safe_load(file) or {} if str(option).lower() in _LOADS_CODE]
+        if named:
+            raise UnsafeKernelDirectory(
+                f"{path} sets " + ", ".join(f"{option} ({_LOADS_CODE[str(option).lower()]})" for option in named)
+                + ": tuner loads no code that a file names; remove it there, or set "
+                + ", ".join(f"NUMBA_{str(option).upper()}" for option in named) + " in the environment if it is meant")
+
+
 def _numba_cache_dir(directory: Path) -> Path:
     """Where Numba keeps the compiled kernels of the files in the private `directory`, checked
     private too: its cache directory if one is set ($NUMBA_CACHE_DIR, else the cache_dir of a
     .numba_config.yaml in the current directory, which Numba reads too), else the `__pycache__`
     beside the files. numba-cuda keeps a configuration of its own beside Numba's; both are read
-    again, as their compilers read them before each compile, and each one set is checked."""
+    again, as their compilers read them before each compile, and each one set is checked, once
+    the configuration file is (check_numba_config)."""
+    check_numba_config()
     chosen = []
     for name in ("numba.cuda.core.config", "numba.core.config"):
         with contextlib.suppress(ImportError):
