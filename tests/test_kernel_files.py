@@ -14,6 +14,7 @@ import tuner
 from tuner import kernel
 from tuner.backends import CUDA
 from tuner.kernel import KernelFileWarning, UnsafeKernelDirectory, kernel_dir, write_source
+from tuner.runtime import open_runtime
 from tuner.source import render
 from tuner.space import Space
 
@@ -295,6 +296,16 @@ def test_a_current_directory_where_others_could_put_a_numba_config_file_is_refus
     shared.chmod(0o777)  # not sticky: anyone may replace it
     with pytest.raises(UnsafeKernelDirectory, match="can be written by other users .mode 777."):
         write_source(source, directory)
+
+
+def test_a_gpu_runtime_is_not_opened_where_the_numba_config_file_names_code_to_load(monkeypatch, tmp_path):
+    (tmp_path / ".numba_config.yaml").write_text("cuda_driver: ./libcuda.so\n")  # dlopened at the driver's first use
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM")  # as on a GPU host
+    monkeypatch.setattr(type(CUDA), "detect", lambda self: 1)
+    monkeypatch.setattr(type(CUDA), "load", lambda self: pytest.fail("Numba's GPU module was loaded"))
+    with pytest.raises(UnsafeKernelDirectory, match="sets cuda_driver .a driver library to load."):
+        open_runtime(CUDA)
 
 
 def test_a_kernel_directory_inside_a_folder_others_can_write_is_refused(kernels, tmp_path, monkeypatch):

@@ -119,7 +119,9 @@ class Runtime:
 
 def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
     """The runtime for `backend`: the simulator if asked for (or NUMBA_ENABLE_CUDASIM=1), else
-    the GPU. Raises NoGPU when there is none, RuntimeUnavailable when Numba's module is missing."""
+    the GPU. Raises NoGPU when there is none, RuntimeUnavailable when Numba's module is missing,
+    UnsafeKernelDirectory before Numba's GPU module loads (a driver, a memory manager) where the
+    Numba configuration file in the current directory is unsafe (kernel.check_numba_config)."""
     loaded = sys.modules.get("numba.cuda")
     if simulate or simulator.enabled():
         if loaded is not None and not simulator.enabled():
@@ -133,6 +135,9 @@ def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
                                      "set NUMBA_ENABLE_CUDASIM=1 before starting Python")
         return Runtime(backend, cuda, simulator.describe(backend.name))
     driver_device_count(backend)
+    from .kernel import check_numba_config  # here, not above: tuner.kernel imports this module
+
+    check_numba_config()
     try:
         module = backend.load()
     except Exception as error:  # numba-hip's import also fails on missing clang or ROCm headers
