@@ -252,6 +252,18 @@ def test_a_numba_config_file_that_names_code_to_load_is_refused(kernels, monkeyp
     assert "\n" not in str(e.value) and not path.exists()
 
 
+@pytest.mark.parametrize("text", ["num_threads: [2\n", "- cuda_driver\n", "\xff\xfe"])
+def test_a_numba_config_file_numba_cannot_read_is_refused_in_one_line(kernels, monkeypatch, tmp_path, text):
+    """Numba would fail on it with a traceback at its next compile."""
+    directory, path, source = kernels
+    (tmp_path / ".numba_config.yaml").write_text(text, encoding="latin-1")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UnsafeKernelDirectory, match="which Numba reads, is not a YAML mapping of options .*fix it "
+                                                    "or remove it") as error:
+        write_source(source, directory)
+    assert "\n" not in str(error.value) and not path.exists()
+
+
 def test_an_innocuous_numba_config_file_is_left_alone(kernels, monkeypatch, tmp_path):
     (tmp_path / ".numba_config.yaml").write_text(f"num_threads: 2\ndebuginfo: 0\ncache_dir: {tmp_path / 'numba'}\n")
     monkeypatch.chdir(tmp_path)
@@ -317,6 +329,31 @@ def test_a_kernel_directory_inside_a_folder_others_can_write_is_refused(kernels,
         write_source(source, shared / "kernels")
     shared.chmod(0o1777)  # sticky, as /tmp is: only the owner may rename or remove
     assert write_source(source, shared / "kernels").read_text() == source
+
+
+def test_a_folder_writable_by_ones_private_group_only_is_safe(kernels, tmp_path, monkeypatch):
+    """A umask of 002 (the default of Debian and Ubuntu for a user with a group of their own) makes
+    every folder 775: writable by the group, which holds that user alone. Another member in the
+    group, or another group, makes it unsafe."""
+    import grp
+    import pwd
+
+    directory, path, source = kernels
+    mine = pwd.getpwuid(os.geteuid())
+    folder = tmp_path / "umask-002"
+    folder.mkdir()
+    os.chown(folder, -1, mine.pw_gid)
+    folder.chmod(0o775)
+    assert write_source(source, folder / "kernels").read_text() == source
+    own = grp.getgrgid(mine.pw_gid)
+    shared = grp.struct_group((own.gr_name, own.gr_passwd, own.gr_gid, [*own.gr_mem, "someone-else"]))
+    monkeypatch.setattr(grp, "getgrgid", lambda gid: shared)
+    with pytest.raises(UnsafeKernelDirectory, match=f"lies in {folder}, which other users can write .mode 775."):
+        write_source(source, folder / "kernels")
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: pwd.struct_passwd((*mine[:3], mine.pw_gid + 1, *mine[4:])))
+    monkeypatch.setattr(grp, "getgrgid", lambda gid: own)
+    with pytest.raises(UnsafeKernelDirectory, match="which other users can write"):
+        write_source(source, folder / "kernels")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a symbolic link to another user needs root")

@@ -11,9 +11,11 @@ a .numba_config.yaml in the current directory may name no code for Numba to load
 docs/security.md).
 """
 import contextlib
+import grp
 import hashlib
 import importlib
 import os
+import pwd
 import stat
 import sys
 import types
@@ -70,12 +72,28 @@ def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR, what: str = "the
     problem = ("is a symbolic link" if stat.S_ISLNK(info.st_mode) else
                "is not a directory" if not stat.S_ISDIR(info.st_mode) else
                f"belongs to user {info.st_uid}, not to you ({os.geteuid()})" if info.st_uid != os.geteuid() else
-               f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})" if info.st_mode & 0o022 else
+               f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})" if _others_can_write(info) else
                _unsafe_ancestor(directory))
     if problem:
         raise UnsafeKernelDirectory(f"{what} {directory} {problem}; tuner runs generated code only "
                                     f"from a directory that no one else can write: {remedy}")
     return directory
+
+
+def _others_can_write(info: os.stat_result) -> bool:
+    """Whether users other than this one can write the file or folder `info` describes: anyone may,
+    or its group may and is not this user's private group (this user's primary group, naming no
+    other member), which a umask of 002 leaves writable on every folder a user makes. This is the
+    rule of Debian's OpenSSH for the files it trusts."""
+    if info.st_mode & 0o002:
+        return True
+    if not info.st_mode & 0o020:
+        return False
+    try:
+        user, members = pwd.getpwuid(os.geteuid()), grp.getgrgid(info.st_gid).gr_mem
+    except KeyError:  # a user or group the system cannot name: assume the worst
+        return True
+    return info.st_gid != user.pw_gid or not set(members) <= {user.pw_name}
 
 
 def _unsafe_ancestor(directory: Path) -> str:
@@ -92,7 +110,7 @@ def _unsafe_ancestor(directory: Path) -> str:
         info = os.stat(folder)
         if info.st_uid not in (0, os.geteuid()):
             return f"lies in {folder}, which belongs to user {info.st_uid}"
-        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+        if _others_can_write(info) and not info.st_mode & stat.S_ISVTX:
             return f"lies in {folder}, which other users can write (mode {stat.S_IMODE(info.st_mode):o})"
         entry = folder / name
         link = os.lstat(entry)
@@ -118,33 +136,46 @@ def check_numba_config() -> None:
     from the current directory is a file that only this user (or root) can have written, in a
     directory where no one else can replace it, and names no code to load (_LOADS_CODE); where
     there is none, no one else may be able to put one. NUMBA_* variables are the user's own."""
-    here, euid = os.stat("."), os.geteuid()
+    path = Path.cwd() / _NUMBA_CONFIG
     try:
-        info = os.lstat(_NUMBA_CONFIG)
+        info = os.lstat(path)
     except FileNotFoundError:
         info = None
     present = info is not None and stat.S_ISREG(info.st_mode)
-    path = Path.cwd() / _NUMBA_CONFIG
-    problem = ("is a symbolic link" if info is not None and stat.S_ISLNK(info.st_mode) else "" if not present else
-               f"belongs to user {info.st_uid}" if info.st_uid not in (0, euid) else
-               f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})" if info.st_mode & 0o022 else "")
+    problem = "is a symbolic link" if info is not None and stat.S_ISLNK(info.st_mode) else present and _foreign(info)
     if problem:
         raise UnsafeKernelDirectory(f"{path}, which Numba reads, {problem}; make it a file of yours that only you "
                                     "can write, or remove it")
-    problem = (f"belongs to user {here.st_uid}" if here.st_uid not in (0, euid) else
-               f"can be written by other users (mode {stat.S_IMODE(here.st_mode):o})"
-               if here.st_mode & 0o022 and not (present and here.st_mode & stat.S_ISVTX) else "")
-    if problem:
+    here = os.stat(path.parent)
+    problem = _foreign(here)
+    if problem and not (present and here.st_mode & stat.S_ISVTX and here.st_uid in (0, os.geteuid())):
         raise UnsafeKernelDirectory(f"the current directory {path.parent} {problem}, who could put there the "
                                     f"{_NUMBA_CONFIG} that Numba reads; run tuner from a directory of your own")
-    if present:
-        with open(_NUMBA_CONFIG) as file:
-            named = [option for option in yaml.safe_load(file) or {} if str(option).lower() in _LOADS_CODE]
-        if named:
-            raise UnsafeKernelDirectory(
-                f"{path} sets " + ", ".join(f"{option} ({_LOADS_CODE[str(option).lower()]})" for option in named)
-                + ": tuner loads no code that a file names; remove it there, or set "
-                + ", ".join(f"NUMBA_{str(option).upper()}" for option in named) + " in the environment if it is meant")
+    if not present:
+        return
+    try:
+        with open(path) as file:  # as Numba opens it
+            options = yaml.safe_load(file) or {}
+    except (OSError, ValueError, yaml.YAMLError) as error:  # ValueError: not in the locale's encoding
+        options = error
+    if not isinstance(options, dict):
+        raise UnsafeKernelDirectory(f"{path}, which Numba reads, is not a YAML mapping of options "
+                                    f"({type(options).__name__}); fix it or remove it")
+    named = [option for option in options if str(option).lower() in _LOADS_CODE]
+    if named:
+        raise UnsafeKernelDirectory(
+            f"{path} sets " + ", ".join(f"{option} ({_LOADS_CODE[str(option).lower()]})" for option in named)
+            + ": tuner loads no code that a file names; remove it there, or set "
+            + ", ".join(f"NUMBA_{str(option).upper()}" for option in named) + " in the environment if it is meant")
+
+
+def _foreign(info: os.stat_result) -> str:
+    """Why another user could have written the file or folder `info` describes, or ""."""
+    if info.st_uid not in (0, os.geteuid()):
+        return f"belongs to user {info.st_uid}"
+    if _others_can_write(info):
+        return f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    return ""
 
 
 def _numba_cache_dir(directory: Path) -> Path:
