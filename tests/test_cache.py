@@ -170,7 +170,7 @@ def test_a_gpus_rate_is_printed_in_whole_gflops_not_in_exponent_form(tmp_path, c
     assert f"{H100.slug}/float32-4096x4096x4096  30,912 GFLOP/s" in capsys.readouterr().out
     assert main(["show", f"{H100.slug}/float32-4096x4096x4096", "--cache-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "best: 30,912 GFLOP/s, peak unknown" in out
+    assert "best: 30,912 GFLOP/s, 46.2% of peak" in out
     assert "runner-up: 950 GFLOP/s" in out and "runner-up: 12.3 GFLOP/s" in out
 
 

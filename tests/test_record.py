@@ -151,6 +151,6 @@ def test_a_fifo_in_place_of_a_record_is_refused_without_blocking(tmp_path):
     (1.0, "evaluation", "", "1 evaluation"), (1.5, "evaluation", "", "1.5 evaluations"),
 ])
 def test_a_count_is_singular_for_one_only(number, noun, plural, said):
-    from tuner.record import counted
+    from tuner.formats import counted
 
     assert counted(number, noun, plural) == said

@@ -7,6 +7,7 @@ import optuna
 import pytest
 
 from tuner.backends import CUDA
+from tuner.config import Config
 from tuner.problem import Problem
 from tuner.runtime import open_runtime
 from tuner.search import Search
@@ -123,22 +124,27 @@ def test_the_kinds_of_an_earlier_journal_still_count(tmp_path):
     """Earlier releases stored each kind as a plain string: those trials still count as measured,
     passed and spent budget."""
     path = tmp_path / "old.journal"
-    runtime = open_runtime(CUDA, simulate=True)
+    runtime, problem = open_runtime(CUDA, simulate=True), Problem(16, 16, 16)
     study = optuna.create_study(storage=SharedStorage(None, path).storage, study_name="old", direction="maximize")
-    study.set_user_attr("identity", {"fingerprint": runtime.device.fingerprint, "problem": "float32-16x16x16"})
-    for kind, status, block_m in (("measured", "ok", 32), ("measured", "wrong", 64), ("invalid", None, 16),
-                                  ("duplicate", None, 32)):
-        study.enqueue_trial({"block_m": block_m})
-        trial = study.ask({"block_m": optuna.distributions.CategoricalDistribution([16, 32, 64])})
+    study.set_user_attr("identity", {"fingerprint": runtime.device.fingerprint, "problem": problem.key})
+    ok = {"status": "ok", "reason": "", "relative_error": 0.0, "seconds": problem.flops / 1e9, "spread": 0.0,
+          "reps": 1, "gflops": 1.0, "fraction_of_peak": None, "clock": runtime.clock}
+    for kind, measurement, block_m in (("measured", ok, 32), ("measured", {"status": "wrong"}, 64),
+                                       ("invalid", None, 16), ("duplicate", None, 32)):
+        params = {**Config().as_dict(), "block_m": block_m}
+        study.enqueue_trial(params)
+        choices = {name: [16, 32, 64] if name == "block_m" else [value] for name, value in params.items()}
+        trial = study.ask({name: optuna.distributions.CategoricalDistribution(domain)
+                           for name, domain in choices.items()})
         trial.set_user_attr("kind", kind)
-        if status:
-            trial.set_user_attr("measurement", {"status": status})
+        if measurement:
+            trial.set_user_attr("measurement", measurement)
         study.tell(trial, 1.0)
     trials = optuna.load_study(storage=SharedStorage(None, path).storage, study_name="old").trials
     assert [is_measured(t) for t in trials] == [True, True, False, False]
     assert [passed(t) for t in trials] == [True, False, False, False]
     assert [Kind(t.user_attrs["kind"]) for t in trials] == [Kind.MEASURED, Kind.MEASURED, Kind.INVALID,
                                                              Kind.DUPLICATE]
-    search = Search(runtime, Problem(16, 16, 16), root=tmp_path, storage=str(path), name="old")
+    search = Search(runtime, problem, root=tmp_path, storage=str(path), name="old")
     assert search.shared.measured_count(search.study) == 2 and search.best_gflops() == 1.0
     assert search.shared.claim(search.study, 2) == SPENT

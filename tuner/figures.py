@@ -11,7 +11,8 @@ from pathlib import Path
 import optuna
 
 from . import simulator
-from .record import Record, counted
+from .formats import counted
+from .record import Record
 from .studies import StudyTrials, failure_reasons
 
 # The block tile and the per-thread register tile, or (tensor-core studies) the warp tile.

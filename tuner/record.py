@@ -16,6 +16,7 @@ from .config import Config, Tiling, WarpConfig, config_type
 from .devices import Device
 from .dtypes import PRECISIONS
 from .family import families, get_family
+from .formats import duration, rate
 from .problem import Problem
 from .schema import Count, ListOf, MapOf, Number, OneOf, Text, Timestamp, check
 from .space import Space
@@ -62,7 +63,8 @@ class Measurement:
         if not (self.relative_error is not None and 0 <= self.relative_error <= tolerance):
             return f"its relative error {self.relative_error} is not within the tolerance {tolerance:.0e}"
         if not math.isclose(self.gflops, problem.flops / self.seconds / 1e9, rel_tol=1e-6):
-            return f"its rate {rate(self.gflops)} is not the product's operations over its median {self.seconds} s"
+            return (f"its rate {rate(self.gflops)} is not the product's operations over its median "
+                    f"{duration(self.seconds)}")
         if peak and self.gflops > PEAK_SLACK * peak:
             return f"its rate {rate(self.gflops)} is over {PEAK_SLACK} times the device's nominal peak {rate(peak)}"
         expected = self.gflops / peak if peak else None
@@ -188,27 +190,6 @@ class Record:
                                   f"one the tuner made: {doubt}")
         return cls(device, problem, data["clock"], ranked, Budget(**data["budget"]), data["searched"]["started"],
                    data["searched"]["finished"], dict(data["study"]))
-
-
-def rate(gflops: float) -> str:
-    """A rate as it is printed everywhere: whole GFLOP/s with thousands separators from 100 up (a
-    GPU's 30,912, not 3.09e+04), three significant digits below (a simulated rate is tiny)."""
-    return f"{gflops:,.0f} GFLOP/s" if gflops >= 100 else f"{gflops:.3g} GFLOP/s"
-
-
-def duration(seconds: float) -> str:
-    """A time as it is printed everywhere: in ms to four significant digits (a GPU's 1.572 ms or
-    0.01234 ms, a simulated 348.9 ms), whole ms with thousands separators from 1,000 up (a
-    simulated 2,302 ms, not 2302 or 2.302e+03)."""
-    milliseconds = seconds * 1e3
-    return f"{milliseconds:,.0f} ms" if milliseconds >= 1000 else f"{milliseconds:.4g} ms"
-
-
-def counted(number: float, noun: str, plural: str = "") -> str:
-    """A count as it is printed everywhere: `number` and `noun`, plural (`noun` + "s" unless
-    `plural` is given) for any number but 1: 1 trial, 2 trials, 0 trials; 1 search, 3 searches."""
-    shown = f"{number:g}" if isinstance(number, float) else str(number)
-    return f"{shown} {noun if number == 1 else plural or noun + 's'}"
 
 
 def file_stem(problem: Problem) -> str:

@@ -19,7 +19,8 @@ import optuna
 from . import cache
 from .devices import software_changes
 from .problem import Problem
-from .record import Record, counted, file_stem, rate
+from .formats import counted, rate
+from .record import Record, file_stem
 from .runtime import Runtime
 from .search import Search, study_name
 from .stopping import Terminated

@@ -20,7 +20,7 @@ import optuna
 from . import cache, simulator
 from .benchmarks import BENCH_FILE, BENCH_RESULTS, bench_rows, bench_results
 from .figures import FIGURES, Figure, draw
-from .record import counted, duration, rate
+from .formats import counted, duration, rate
 from .studies import SIMULATED, StudyTrials, find_study
 from .trials import Kind, kind
 

@@ -10,9 +10,10 @@ from optuna.trial import TrialState
 from . import cache, record
 from .config import Tiling, config_type
 from .devices import Device
-from .schema import check
+from .formats import rate
 from .problem import Problem
 from .runtime import Runtime
+from .schema import check
 from .space import Space
 from .trials import STARTED, Kind, config_key, is_measured, passed
 
@@ -33,7 +34,7 @@ def doubt(trial, problem: Problem, device: Device) -> str:
     if wrong:
         return wrong
     if not math.isclose(trial.value, measurement["gflops"], rel_tol=1e-9):
-        return f"its value {trial.value} is not its rate {record.rate(measurement['gflops'])}"
+        return f"its value {trial.value} is not its rate {rate(measurement['gflops'])}"
     return record.Measurement(**measurement).doubt(problem, device)
 
 

@@ -13,7 +13,7 @@ import sys
 import threading
 
 from .backends import Backend
-from .record import counted
+from .formats import counted
 from .runtime import NoGPU, driver_device_count
 from .stopping import PARENT, Terminated, stop_on_sigterm
 

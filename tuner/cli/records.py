@@ -5,7 +5,8 @@ import sys
 
 from .. import cache
 from ..backends import get_backend
-from ..record import Record, counted, duration, rate
+from ..formats import counted, duration, rate
+from ..record import Record
 from .arguments import add_cache_dir
 
 SHOWN_MATCHES = 4  # ids named when `tuner show` is given a part of several

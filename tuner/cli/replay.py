@@ -1,7 +1,7 @@
 """`tuner replay`: searches replayed offline on a recorded space, and how close they came."""
 import json
 
-from ..record import counted, duration
+from ..formats import counted, duration
 from ..sampler import SAMPLERS
 from .arguments import SEED_LIMIT, _count, _positive, _seed
 

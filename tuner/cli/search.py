@@ -12,7 +12,8 @@ from ..compile_ahead import default_workers
 from ..dtypes import PRECISIONS
 from ..launch import python_module
 from ..problem import Problem
-from ..record import counted, file_stem, rate
+from ..formats import counted, rate
+from ..record import file_stem
 from ..runtime import NoGPU, Runtime, chosen_backend, detect_runtime, open_runtime
 from ..sampler import SAMPLERS
 from ..space import Space

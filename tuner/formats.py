@@ -1,0 +1,22 @@
+"""How numbers are printed everywhere: counts, rates and times, one format each."""
+
+
+def rate(gflops: float) -> str:
+    """A rate as it is printed everywhere: whole GFLOP/s with thousands separators from 100 up (a
+    GPU's 30,912, not 3.09e+04), three significant digits below (a simulated rate is tiny)."""
+    return f"{gflops:,.0f} GFLOP/s" if gflops >= 100 else f"{gflops:.3g} GFLOP/s"
+
+
+def duration(seconds: float) -> str:
+    """A time as it is printed everywhere: in ms to four significant digits (a GPU's 1.572 ms or
+    0.01234 ms, a simulated 348.9 ms), whole ms with thousands separators from 1,000 up (a
+    simulated 2,302 ms, not 2302 or 2.302e+03)."""
+    milliseconds = seconds * 1e3
+    return f"{milliseconds:,.0f} ms" if milliseconds >= 1000 else f"{milliseconds:.4g} ms"
+
+
+def counted(number: float, noun: str, plural: str = "") -> str:
+    """A count as it is printed everywhere: `number` and `noun`, plural (`noun` + "s" unless
+    `plural` is given) for any number but 1: 1 trial, 2 trials, 0 trials; 1 search, 3 searches."""
+    shown = f"{number:g}" if isinstance(number, float) else str(number)
+    return f"{shown} {noun if number == 1 else plural or noun + 's'}"
