@@ -73,10 +73,16 @@ if [ "${SIMULATE:-0}" != 1 ] && [ -z "${CUDA_HOME:-}" ]; then
     if [ -d "$toolkit/nvvm" ]; then export CUDA_HOME=$toolkit; break; fi
   done
 fi
+# tuner refuses a current directory that others can write (someone could put a .numba_config.yaml
+# there); this copy of the tree is this run's own, so it is made private, and checked here.
+chmod go-w . 2>/dev/null || true
 "$python" - <<'PY' || { echo "=== preflight failed: no kernel can be compiled and launched here; stopping"; exit 3; }
 import os
 import numpy as np
 from numba import cuda
+from tuner.kernel import check_numba_config
+
+check_numba_config()
 
 @cuda.jit
 def one(x):
