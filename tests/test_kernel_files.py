@@ -239,7 +239,10 @@ def test_a_numba_cache_directory_set_in_a_numba_config_file_is_checked_too(kerne
 
 
 @pytest.mark.parametrize("line", ["cuda_memory_manager: planted", "cuda_driver: ./libcuda.so",
-                                  "CUDA_INCLUDE_PATH: ./include", "cache_locator_classes: planted.Locator"])
+                                  "CUDA_INCLUDE_PATH: ./include", "cache_locator_classes: planted.Locator",
+                                  "cuda_dr\u0131ver: ./libcuda.so", "cache_locator_cla\u017f\u017fes: planted.Locator"],
+                         ids=["memory manager", "driver", "include path", "cache locator", "a dotless i",
+                              "a long s"])  # Numba reads NUMBA_ + the name in upper case: ı is I, ſ is S
 def test_a_numba_config_file_that_names_code_to_load_is_refused(kernels, monkeypatch, tmp_path, line):
     directory, path, source = kernels
     (tmp_path / "planted.py").write_text(PLANTED.format(marker=str(tmp_path / "marker")))  # what Numba would import
@@ -252,14 +255,14 @@ def test_a_numba_config_file_that_names_code_to_load_is_refused(kernels, monkeyp
     assert "\n" not in str(e.value) and not path.exists()
 
 
-@pytest.mark.parametrize("text", ["num_threads: [2\n", "- cuda_driver\n", "\xff\xfe"])
+@pytest.mark.parametrize("text", ["num_threads: [2\n", "- cuda_driver\n", "\xff\xfe", "on: 1\n"])
 def test_a_numba_config_file_numba_cannot_read_is_refused_in_one_line(kernels, monkeypatch, tmp_path, text):
     """Numba would fail on it with a traceback at its next compile."""
     directory, path, source = kernels
     (tmp_path / ".numba_config.yaml").write_text(text, encoding="latin-1")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(UnsafeKernelDirectory, match="which Numba reads, is not a YAML mapping of options .*fix it "
-                                                    "or remove it") as error:
+    with pytest.raises(UnsafeKernelDirectory, match="which Numba reads, is not a YAML mapping of option names .*fix "
+                                                    "it or remove it") as error:
         write_source(source, directory)
     assert "\n" not in str(error.value) and not path.exists()
 
@@ -301,12 +304,15 @@ def test_a_current_directory_where_others_could_put_a_numba_config_file_is_refus
     shared.chmod(0o1777)  # as /tmp: anyone may create the file Numba reads there
     monkeypatch.chdir(shared)
     with pytest.raises(UnsafeKernelDirectory, match=f"the current directory {shared} can be written by other users "
-                                                    ".mode 1777., who could put there the .numba_config.yaml"):
+                                                    ".mode 1777., so someone else could put there the "
+                                                    ".numba_config.yaml that Numba reads; run tuner from a directory "
+                                                    "of your own"):
         write_source(source, directory)
     (shared / ".numba_config.yaml").write_text("num_threads: 2\n")  # a file of one's own, which no one else may
     assert write_source(source, directory).read_text() == source  # replace in a sticky folder
     shared.chmod(0o777)  # not sticky: anyone may replace it
-    with pytest.raises(UnsafeKernelDirectory, match="can be written by other users .mode 777."):
+    with pytest.raises(UnsafeKernelDirectory, match=f"can be written by other users .mode 777.*; run `chmod go-w "
+                                                    f"{shared}`"):
         write_source(source, directory)
 
 
@@ -331,29 +337,34 @@ def test_a_kernel_directory_inside_a_folder_others_can_write_is_refused(kernels,
     assert write_source(source, shared / "kernels").read_text() == source
 
 
-def test_a_folder_writable_by_ones_private_group_only_is_safe(kernels, tmp_path, monkeypatch):
+@pytest.mark.parametrize("others", [None, "a member named by the group", "a user whose primary group it is",
+                                    "a group not named as the user", "a group not the user's primary one"])
+def test_a_folder_writable_by_ones_private_group_only_is_safe(kernels, tmp_path, monkeypatch, others):
     """A umask of 002 (the default of Debian and Ubuntu for a user with a group of their own) makes
-    every folder 775: writable by the group, which holds that user alone. Another member in the
-    group, or another group, makes it unsafe."""
+    every folder 775: writable by the group, which is that user's alone. Any other user in it, or
+    a group that is not the user's private one, makes the folder unsafe."""
     import grp
     import pwd
 
     directory, path, source = kernels
-    mine = pwd.getpwuid(os.geteuid())
     folder = tmp_path / "umask-002"
     folder.mkdir()
-    os.chown(folder, -1, mine.pw_gid)
     folder.chmod(0o775)
-    assert write_source(source, folder / "kernels").read_text() == source
-    own = grp.getgrgid(mine.pw_gid)
-    shared = grp.struct_group((own.gr_name, own.gr_passwd, own.gr_gid, [*own.gr_mem, "someone-else"]))
-    monkeypatch.setattr(grp, "getgrgid", lambda gid: shared)
-    with pytest.raises(UnsafeKernelDirectory, match=f"lies in {folder}, which other users can write .mode 775."):
-        write_source(source, folder / "kernels")
-    monkeypatch.setattr(pwd, "getpwuid", lambda uid: pwd.struct_passwd((*mine[:3], mine.pw_gid + 1, *mine[4:])))
-    monkeypatch.setattr(grp, "getgrgid", lambda gid: own)
-    with pytest.raises(UnsafeKernelDirectory, match="which other users can write"):
-        write_source(source, folder / "kernels")
+    gid = folder.stat().st_gid
+    me = pwd.struct_passwd(("me", "x", os.geteuid(), gid + (others == "a group not the user's primary one"), "",
+                            "/home/me", "/bin/sh"))
+    users = [me] + ([pwd.struct_passwd(("other", "x", 12345, gid, "", "/", "/bin/sh"))]
+                    if others == "a user whose primary group it is" else [])
+    group = grp.struct_group(("staff" if others == "a group not named as the user" else "me", "x", gid,
+                              ["other"] if others == "a member named by the group" else []))
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: me)
+    monkeypatch.setattr(pwd, "getpwall", lambda: users)
+    monkeypatch.setattr(grp, "getgrgid", lambda number: group)
+    if others is None:
+        assert write_source(source, folder / "kernels").read_text() == source
+    else:
+        with pytest.raises(UnsafeKernelDirectory, match=f"lies in {folder}, which other users can write .mode 775."):
+            write_source(source, folder / "kernels")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a symbolic link to another user needs root")

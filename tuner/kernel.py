@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from . import cache, disk, simulator
 from .arrays import scalar
@@ -82,18 +81,20 @@ def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR, what: str = "the
 
 def _others_can_write(info: os.stat_result) -> bool:
     """Whether users other than this one can write the file or folder `info` describes: anyone may,
-    or its group may and is not this user's private group (this user's primary group, naming no
-    other member), which a umask of 002 leaves writable on every folder a user makes. This is the
-    rule of Debian's OpenSSH for the files it trusts."""
+    or its group may and is not this user's private group (named as the user, this user's primary
+    group and no other user's, naming no other member), which a umask of 002 leaves writable on
+    every folder a user makes. This is the rule of Debian's OpenSSH for the files it trusts; what
+    cannot be shown (a user or group the system cannot name) counts as writable."""
     if info.st_mode & 0o002:
         return True
     if not info.st_mode & 0o020:
         return False
     try:
-        user, members = pwd.getpwuid(os.geteuid()), grp.getgrgid(info.st_gid).gr_mem
-    except KeyError:  # a user or group the system cannot name: assume the worst
+        user, group = pwd.getpwuid(os.geteuid()), grp.getgrgid(info.st_gid)
+    except KeyError:
         return True
-    return info.st_gid != user.pw_gid or not set(members) <= {user.pw_name}
+    return (group.gr_name != user.pw_name or info.st_gid != user.pw_gid or not set(group.gr_mem) <= {user.pw_name}
+            or any(other.pw_gid == info.st_gid and other.pw_name != user.pw_name for other in pwd.getpwall()))
 
 
 def _unsafe_ancestor(directory: Path) -> str:
@@ -126,9 +127,9 @@ def _unsafe_ancestor(directory: Path) -> str:
 
 _NUMBA_CONFIG = ".numba_config.yaml"  # Numba reads it from the current directory, at import and before each compile
 # The options of that file that name code for Numba or numba-cuda to load, and what they name.
-_LOADS_CODE = {"cuda_driver": "a driver library to load", "cuda_memory_manager": "a module to import",
-               "cuda_include_path": "headers to compile into kernels", "cache_locator_classes": "classes to import",
-               "gdb_binary": "a program to run"}
+_LOADS_CODE = {"CUDA_DRIVER": "a driver library to load", "CUDA_MEMORY_MANAGER": "a module to import",
+               "CUDA_INCLUDE_PATH": "headers to compile into kernels", "CACHE_LOCATOR_CLASSES": "classes to import",
+               "GDB_BINARY": "a program to run"}
 
 
 def check_numba_config() -> None:
@@ -136,37 +137,42 @@ def check_numba_config() -> None:
     from the current directory is a file that only this user (or root) can have written, in a
     directory where no one else can replace it, and names no code to load (_LOADS_CODE); where
     there is none, no one else may be able to put one. NUMBA_* variables are the user's own."""
-    path = Path.cwd() / _NUMBA_CONFIG
     try:
-        info = os.lstat(path)
+        info = os.lstat(_NUMBA_CONFIG)  # as Numba opens it: relative to the current directory
     except FileNotFoundError:
         info = None
-    present = info is not None and stat.S_ISREG(info.st_mode)
+    present, path = info is not None and stat.S_ISREG(info.st_mode), Path.cwd() / _NUMBA_CONFIG
     problem = "is a symbolic link" if info is not None and stat.S_ISLNK(info.st_mode) else present and _foreign(info)
     if problem:
         raise UnsafeKernelDirectory(f"{path}, which Numba reads, {problem}; make it a file of yours that only you "
                                     "can write, or remove it")
-    here = os.stat(path.parent)
+    here = os.stat(".")
     problem = _foreign(here)
     if problem and not (present and here.st_mode & stat.S_ISVTX and here.st_uid in (0, os.geteuid())):
-        raise UnsafeKernelDirectory(f"the current directory {path.parent} {problem}, who could put there the "
-                                    f"{_NUMBA_CONFIG} that Numba reads; run tuner from a directory of your own")
+        remedy = (f"run `chmod go-w {path.parent}`" if here.st_uid == os.geteuid() and not here.st_mode & stat.S_ISVTX
+                  else "run tuner from a directory of your own")
+        raise UnsafeKernelDirectory(f"the current directory {path.parent} {problem}, so someone else could put there "
+                                    f"the {_NUMBA_CONFIG} that Numba reads; {remedy}")
     if not present:
         return
     try:
-        with open(path) as file:  # as Numba opens it
+        import yaml
+    except ImportError:  # Numba then ignores the file too
+        return
+    try:
+        with open(_NUMBA_CONFIG) as file:  # as Numba opens it
             options = yaml.safe_load(file) or {}
     except (OSError, ValueError, yaml.YAMLError) as error:  # ValueError: not in the locale's encoding
         options = error
-    if not isinstance(options, dict):
-        raise UnsafeKernelDirectory(f"{path}, which Numba reads, is not a YAML mapping of options "
+    if not isinstance(options, dict) or not all(isinstance(option, str) for option in options):
+        raise UnsafeKernelDirectory(f"{path}, which Numba reads, is not a YAML mapping of option names "
                                     f"({type(options).__name__}); fix it or remove it")
-    named = [option for option in options if str(option).lower() in _LOADS_CODE]
+    named = [option for option in options if option.upper() in _LOADS_CODE]  # Numba reads NUMBA_ + name.upper()
     if named:
         raise UnsafeKernelDirectory(
-            f"{path} sets " + ", ".join(f"{option} ({_LOADS_CODE[str(option).lower()]})" for option in named)
+            f"{path} sets " + ", ".join(f"{option} ({_LOADS_CODE[option.upper()]})" for option in named)
             + ": tuner loads no code that a file names; remove it there, or set "
-            + ", ".join(f"NUMBA_{str(option).upper()}" for option in named) + " in the environment if it is meant")
+            + ", ".join(f"NUMBA_{option.upper()}" for option in named) + " in the environment if it is meant")
 
 
 def _foreign(info: os.stat_result) -> str:
