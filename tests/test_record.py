@@ -120,6 +120,17 @@ def test_a_rate_up_to_twice_the_nominal_peak_is_believed(tmp_path):
     assert cache.read_record(path).best.measurement.gflops == 130_000.0
 
 
+def test_a_roc_rate_over_twice_the_nominal_peak_is_believed(tmp_path):
+    """HIP's nominal peak can be a quarter of an AMD GPU's real one (ROC.peak_bounds_rates)."""
+    device = dataclasses.replace(H100, backend="roc", name="AMD Radeon RX 7900 XTX", arch="gfx1100",
+                                 peak_gflops={"float32": 15_520.0})
+    problem = Problem(64, 64, 64)
+    path = cache.record_path(tmp_path, device.slug, problem.key)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(make_record(device, problem, [(Config(), 36_840.0)]).as_dict()))
+    assert cache.read_record(path).best.measurement.fraction_of_peak == 36_840.0 / 15_520.0
+
+
 def test_a_record_made_by_the_tuner_passes_the_schema(tmp_path):
     path = cache.record_path(tmp_path, H100.slug, Problem(64, 64, 64).key)
     path.parent.mkdir(parents=True)

@@ -23,8 +23,9 @@ from .space import Space
 
 FORMAT = 2
 RUNNERS_UP = 4
-# How far above a device's nominal peak a believed rate may be: the peak comes from a table of
-# cores per multiprocessor, which a new architecture can outgrow.
+# How far above a device's nominal peak a believed rate may be, where the backend's peak bounds
+# rates (Backend.peak_bounds_rates): the peak comes from a table of cores per multiprocessor,
+# which a new architecture can outgrow.
 PEAK_SLACK = 2
 MAX_BYTES = 1 << 20  # a record is a few kilobytes; a larger file is not one
 MAX_DIMENSION = 1 << 31  # rows or columns of one matrix
@@ -55,8 +56,8 @@ class Measurement:
         """Why this passing measurement of `problem` cannot be one the tuner made on `device`, or "".
         A record or a study journal can be edited by hand, so a rate is believed only if it is the
         product's operations over the median time, its fraction of peak is that rate over the
-        device's nominal peak, it is at most PEAK_SLACK times that peak, and the error is within
-        the family's tolerance."""
+        device's nominal peak, it is at most PEAK_SLACK times that peak where the backend's peak
+        bounds rates, and the error is within the family's tolerance."""
         precision = PRECISIONS[problem.dtype]
         peak = None if device.simulated else device.peak(precision.units)
         tolerance = get_family(problem.family).tolerance(precision)
@@ -65,7 +66,7 @@ class Measurement:
         if not math.isclose(self.gflops, problem.flops / self.seconds / 1e9, rel_tol=1e-6):
             return (f"its rate {rate(self.gflops)} is not the product's operations over its median "
                     f"{duration(self.seconds)}")
-        if peak and self.gflops > PEAK_SLACK * peak:
+        if peak and BACKENDS[device.backend].peak_bounds_rates and self.gflops > PEAK_SLACK * peak:
             return f"its rate {rate(self.gflops)} is over {PEAK_SLACK} times the device's nominal peak {rate(peak)}"
         expected = self.gflops / peak if peak else None
         if (self.fraction_of_peak is None) != (expected is None) or (

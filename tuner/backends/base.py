@@ -41,6 +41,7 @@ class Backend:
     visible_devices: str  # the environment variable that limits a process to some of the GPUs
     compiles_without_gpu: bool  # whether its kernels compile (to PTX) on a host without its GPU
     counts_resources: bool  # whether static counts (ptxas registers, SASS fma_fraction) exist for its kernels
+    peak_bounds_rates: bool  # whether its devices' nominal peak (Device.peak) is above any rate a kernel reaches
     array_wrapper: str  # the module's function that wraps a __cuda_array_interface__ exporter, if it has one
     install: str  # how to install its Numba module
     driver_init: str  # the driver library's initialisation function

@@ -84,6 +84,7 @@ CUDA = CudaBackend(
     visible_devices="CUDA_VISIBLE_DEVICES",
     compiles_without_gpu=True,
     counts_resources=True,  # PTX, ptxas and nvdisasm are NVIDIA's
+    peak_bounds_rates=True,  # CUDA cores per multiprocessor, from a table of the architectures known
     array_wrapper="as_cuda_array",
     install="pip install -e '.[cuda]'",
     driver_init="cuInit",

@@ -78,6 +78,9 @@ ROC = HipBackend(
     visible_devices="HIP_VISIBLE_DEVICES",
     compiles_without_gpu=False,
     counts_resources=False,
+    # HIP counts an RDNA part's work-group processors (two compute units each) as its multiprocessors,
+    # and RDNA3 and CDNA3 issue two FP32 operations per lane: the nominal peak can be a quarter of the real one.
+    peak_bounds_rates=False,
     array_wrapper="as_cuda_array",  # used where numba.hip has it (unchecked on AMD hardware)
     install="install numba-hip in its own environment: python3 -m venv .venv-roc && "
             ".venv-roc/bin/pip install -e '.[roc]' (it cannot share one with numba-cuda)",
