@@ -423,7 +423,8 @@ FORGERIES = {
 @pytest.mark.parametrize("forge", FORGERIES.values(), ids=FORGERIES.keys())
 def test_a_forged_trial_in_the_journal_reaches_neither_the_record_nor_the_prune_threshold(tmp_path, forge):
     """A trial appended to a study's journal by hand, claiming a rate the tuner did not measure, is
-    left out of the record, with a warning, and of the best that sets the prune threshold."""
+    left out of the record, with a warning, and of the best that sets the prune threshold, and its
+    configuration is measured again."""
     search = _search(tmp_path)
     search.run(trials=1, timeout=None, warm=False)
     honest = _measured(search)[0]
@@ -436,5 +437,19 @@ def test_a_forged_trial_in_the_journal_reaches_neither_the_record_nor_the_prune_
                                          "not one the tuner made"):
         stored, _ = search.save()
     assert stored.configs == [Config(**honest.params)] and stored.best.measurement.gflops == honest.value
+    again = _search(tmp_path)
     with pytest.warns(UserWarning, match="is left out"):
-        assert _search(tmp_path).best_gflops() == honest.value
+        assert again.best_gflops() == honest.value
+        again.study.enqueue_trial(other.as_dict())
+        again.run(trials=1, timeout=None, warm=False)
+        assert again.measured(other).number == honest.number + 2
+    assert [trial.number for trial in _measured(again) if trial.params == other.as_dict()] == [
+        honest.number + 1, honest.number + 2]
+
+
+def test_a_trial_whose_measurement_is_malformed_counts_as_a_failure():
+    from tuner.studies import failure_reasons
+
+    malformed = optuna.trial.create_trial(params={}, distributions={}, value=0.0,
+                                          user_attrs={"kind": "measured", "measurement": "x", "reasons": 3})
+    assert failure_reasons([malformed]) == {"malformed: the study's storage holds no measurement tuner writes": 1}

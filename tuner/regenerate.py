@@ -18,13 +18,14 @@ import optuna
 
 from . import cache
 from .devices import software_changes
-from .problem import Problem
 from .formats import counted, rate
+from .problem import Problem
 from .record import Record, file_stem
 from .runtime import Runtime
 from .search import Search, study_name
 from .stopping import Terminated
 from .storage import open_storage
+from .trials import measurement
 
 REGENERATING = "regenerating"  # the study attribute that marks a regeneration under way
 
@@ -124,13 +125,12 @@ def _reverify(search: Search, old: Record) -> tuple[bool, list[str]]:
         if trial is None:
             details.append(f"{config.describe()}: was {was}, not measured")
             continue
-        measurement = trial.user_attrs["measurement"]
-        if measurement["status"] == "ok":
+        said = measurement(trial)
+        if said["status"] == "ok":
             passed += 1
-            details.append(f"{config.describe()}: {was} -> {_gflops(measurement['gflops'], simulated)}")
+            details.append(f"{config.describe()}: {was} -> {_gflops(said['gflops'], simulated)}")
         else:
-            details.append(f"{config.describe()}: was {was}, fails now ({measurement['status']}: "
-                           f"{measurement['reason']})")
+            details.append(f"{config.describe()}: was {was}, fails now ({said['status']}: {said['reason']})")
     return passed > 0, details
 
 

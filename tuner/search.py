@@ -29,7 +29,7 @@ from .schema import MAX_TEXT
 from .space import Space
 from .stopping import Terminated, shielded
 from .storage import HEARTBEAT_SECONDS, SharedStorage, redacted, worker_name
-from .study_record import believed, build_record, warm_start_configs
+from .study_record import answers, build_record, warm_start_configs
 from .trials import (MAX_UNMEASURED_IN_A_ROW, STARTED, Kind, answer, config_key, give_back, is_measured, passed,
                      suggest)
 
@@ -98,7 +98,7 @@ class Search:
         self.path = cache.record_path(root, runtime.device.slug, record.file_stem(problem))
         self.history = {config_key(trial.params): trial
                         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                        if is_measured(trial)}
+                        if self._answers(trial)}
         self.ceilings = Ceilings.where_countable(runtime, self.space, root)
 
     def _mark(self, identity: dict) -> None:
@@ -144,18 +144,22 @@ class Search:
         key = config_key(config.as_dict())
         if key not in self.history:
             found = next((trial for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                          if is_measured(trial) and config_key(trial.params) == key), None)
+                          if config_key(trial.params) == key and self._answers(trial)), None)
             if found is not None:
                 self.history[key] = found
         return self.history.get(key)
+
+    def _answers(self, trial) -> bool:
+        """Whether `trial` measured its configuration for the study (study_record.answers)."""
+        return is_measured(trial) and answers(trial, self.problem, self.runtime.device)
 
     def trial_count(self) -> int:
         """Trials the study has started (queued ones are not counted)."""
         return len(self.study.get_trials(deepcopy=False, states=STARTED))
 
     def _fastest(self):
-        """The study's fastest measured trial that passed and is believed (study_record.believed), or None."""
-        return max(believed(self.history.values(), self.problem, self.runtime.device), key=lambda trial: trial.value,
+        """The study's fastest measured trial that passed, or None."""
+        return max((trial for trial in self.history.values() if passed(trial)), key=lambda trial: trial.value,
                    default=None)
 
     def best_gflops(self) -> float | None:
@@ -196,7 +200,7 @@ class Search:
                     outcome.stopped = "" if trial is not None else self._reason_to_stop(outcome, deadline)
                     if outcome.stopped:
                         break
-                    decision = self.shared.claim(self.study, self._budget, trial, key)
+                    decision = self.shared.claim(self.study, self._budget, trial, key, self._answers)
                     if decision.spent:
                         outcome.spent = True
                         break

@@ -293,13 +293,15 @@ class SharedStorage:
     def measured_count(self, study: optuna.Study) -> int:
         return sum(map(is_measured, study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))))
 
-    def claim(self, study: optuna.Study, budget: int | None, trial=None, key: str | None = None) -> Decision:
+    def claim(self, study: optuna.Study, budget: int | None, trial=None, key: str | None = None,
+              answers=is_measured) -> Decision:
         """The next step of this worker (a trials.Decision), taken under the workers' lock once the
         trials of dead workers are queued again. For `trial`, about to measure configuration `key`:
         answer it from the trial that measured `key` already (another worker may have); else SPENT
         once the study holds `budget` measured variants; else MEASURE, with its claim written.
         Without a trial: SPENT, or MEASURE when there is room to ask for one. While another live
-        worker holds a claim on `key`, or the claims in flight fill the budget, it waits for them."""
+        worker holds a claim on `key`, or the claims in flight fill the budget, it waits for them.
+        Only a measured trial that `answers` for its configuration is taken as having measured it."""
         if trial is None and budget is None:
             return MEASURE
         mine = trial.number if trial is not None else None
@@ -310,7 +312,8 @@ class SharedStorage:
                 trials = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.COMPLETE))
                 measured = [other for other in trials if is_measured(other)]
                 earlier = next((other for other in measured
-                                if other.user_attrs.get("claim", config_key(other.params)) == key), None)
+                                if other.user_attrs.get("claim", config_key(other.params)) == key and answers(other)),
+                               None)
                 if earlier is not None:
                     return Decision(earlier)
                 if budget is not None and len(measured) >= budget:

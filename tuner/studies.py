@@ -16,7 +16,7 @@ from .record import Record
 from .simulator import CLOCK as SIMULATED
 from .space import SEED
 from .storage import open_storage, redacted
-from .trials import Kind, kind, passed
+from .trials import Kind, kind, measurement, passed
 
 
 def _rule(reason: str) -> str:
@@ -28,17 +28,22 @@ def _rule(reason: str) -> str:
     return text if len(text) <= 90 else text[:87] + "..."
 
 
+def _texts(said) -> list[str]:
+    """The strings of a list that a trial's user attribute holds (a journal can hold anything)."""
+    return [text for text in said if isinstance(text, str)] if isinstance(said, list) else []
+
+
 def failure_reasons(trials) -> Counter:
     """Failed measurements by status and reason, and invalid suggestions by the rule broken or the
     heuristic that pruned them (one count per rule or heuristic)."""
     reasons = Counter()
     for trial in trials:
         if kind(trial) == Kind.INVALID:
-            reasons.update(f"invalid: {_rule(reason)}" for reason in trial.user_attrs.get("reasons", []))
-            reasons.update(f"pruned: {_rule(reason)}" for reason in trial.user_attrs.get("pruned", []))
+            reasons.update(f"invalid: {_rule(reason)}" for reason in _texts(trial.user_attrs.get("reasons")))
+            reasons.update(f"pruned: {_rule(reason)}" for reason in _texts(trial.user_attrs.get("pruned")))
         elif kind(trial) == Kind.MEASURED and not passed(trial):
-            measurement = trial.user_attrs["measurement"]
-            reasons[f"{measurement['status']}: {_rule(measurement['reason'])}"] += 1
+            said = measurement(trial)
+            reasons[f"{said['status']}: {_rule(said['reason'])}"] += 1
     return reasons
 
 
@@ -99,7 +104,7 @@ class StudyTrials:
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         measured = [trial for trial in trials if kind(trial) == Kind.MEASURED]
         good = [trial for trial in measured if passed(trial)]
-        simulated = any(trial.user_attrs["measurement"]["clock"] == SIMULATED for trial in measured)
+        simulated = any(measurement(trial).get("clock") == SIMULATED for trial in measured)
         identity = study.user_attrs.get("identity", {})
         entry, path = next(((stored.record, stored.path) for stored in catalog.select(
             fingerprint=identity.get("fingerprint")) if stored.record.problem.key == identity.get("problem")),

@@ -38,18 +38,20 @@ def doubt(trial, problem: Problem, device: Device) -> str:
     return record.Measurement(**measurement).doubt(problem, device)
 
 
+def answers(trial, problem: Problem, device: Device) -> bool:
+    """Whether a measured trial may answer for its configuration: it failed, or it passed with a
+    measurement the tuner made (doubt); a passing one that may not is named in a warning, as left
+    out, and its configuration is measured again."""
+    why = passed(trial) and doubt(trial, problem, device)
+    if why:
+        warnings.warn(f"tuner: trial {trial.number} of the study is left out: its measurement is not one the "
+                      f"tuner made ({why})")
+    return not why
+
+
 def believed(trials, problem: Problem, device: Device) -> list:
-    """The passing trials among `trials` whose measurements the tuner made (doubt); each other one
-    is named in a warning and left out."""
-    kept = []
-    for trial in filter(passed, trials):
-        why = doubt(trial, problem, device)
-        if why:
-            warnings.warn(f"tuner: trial {trial.number} of the study is left out: its measurement is not one the "
-                          f"tuner made ({why})", stacklevel=2)
-        else:
-            kept.append(trial)
-    return kept
+    """The passing trials among `trials` whose measurements the tuner made (answers)."""
+    return [trial for trial in trials if passed(trial) and answers(trial, problem, device)]
 
 
 def _measuring_seconds(trial) -> float:

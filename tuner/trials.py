@@ -66,10 +66,18 @@ def is_measured(trial) -> bool:
     return trial.state == TrialState.COMPLETE and kind(trial) == Kind.MEASURED
 
 
+def measurement(trial) -> dict:
+    """What a measured trial's storage says of its measurement: a dict with a status and a reason
+    (record.Measurement's fields), or, where a journal holds anything else, a "malformed" one."""
+    said = trial.user_attrs.get("measurement")
+    if isinstance(said, dict) and isinstance(said.get("status"), str) and isinstance(said.get("reason", ""), str):
+        return {"reason": "", **said}
+    return {"status": "malformed", "reason": "the study's storage holds no measurement tuner writes"}
+
+
 def passed(trial) -> bool:
     """A measured trial whose variant was verified and timed."""
-    measurement = trial.user_attrs.get("measurement")
-    return is_measured(trial) and isinstance(measurement, dict) and measurement.get("status") == "ok"
+    return is_measured(trial) and measurement(trial)["status"] == "ok"
 
 
 def suggest(trial, domains: dict[str, tuple]) -> dict:
