@@ -79,10 +79,10 @@ chmod go-w . 2>/dev/null || true
 "$python" - <<'PY' || { echo "=== preflight failed: no kernel can be compiled and launched here; stopping"; exit 3; }
 import os
 import numpy as np
-from numba import cuda
 from tuner.kernel import check_numba_config
 
-check_numba_config()
+check_numba_config()  # before Numba's GPU module loads, as tuner checks it
+from numba import cuda
 
 @cuda.jit
 def one(x):

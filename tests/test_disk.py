@@ -1,5 +1,8 @@
 """disk.py's atomic write: a power loss after it leaves the new file, not the old one."""
+import errno
 import os
+
+import pytest
 
 from tuner import disk
 
@@ -19,3 +22,24 @@ def test_an_atomic_write_fsyncs_the_file_before_its_rename_and_the_folder_after(
     assert [renamed for _, renamed in synced] == [False, True]
     assert synced[0][0].startswith(f"{path}.") and synced[1][0] == str(folder)
     assert path.read_bytes() == b"{}" and set(os.listdir("/proc/self/fd")) == descriptors  # the folder's is closed
+
+
+@pytest.mark.parametrize("failure", [errno.EINVAL, errno.ENOTSUP, errno.EIO])
+def test_a_folder_whose_file_system_cannot_fsync_it_still_takes_the_write(tmp_path, monkeypatch, failure):
+    """Some file systems refuse to fsync a folder: the rename is done, so the write stands; an I/O
+    error is still one."""
+    fsync = os.fsync
+
+    def folders_fail(descriptor):
+        if os.path.isdir(f"/proc/self/fd/{descriptor}"):
+            raise OSError(failure, os.strerror(failure))
+        fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", folders_fail)
+    path = tmp_path / "x.json"
+    if failure == errno.EIO:
+        with pytest.raises(OSError, match=os.strerror(errno.EIO)):
+            disk.write_atomically(path, b"{}")
+    else:
+        disk.write_atomically(path, b"{}")
+    assert path.read_bytes() == b"{}"

@@ -160,11 +160,14 @@ def test_devices_workers_output_that_cannot_be_written_is_said_as_elsewhere(tmp_
                    *said], done.stderr
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_stops_every_device_worker_cleanly(tmp_path, stop):
+@pytest.mark.parametrize("stop, stdout", [(signal.SIGINT, subprocess.PIPE), (signal.SIGTERM, subprocess.PIPE),
+                                          (signal.SIGINT, "/dev/full")],
+                         ids=["ctrl-c", "sigterm", "ctrl-c with the workers' summaries unwritable"])
+def test_ctrl_c_stops_every_device_worker_cleanly(tmp_path, stop, stdout):
     parent = subprocess.Popen([sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL,
                                "--trials", "200", "--devices", "0,1", "--cache-dir", str(tmp_path)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=answers_ctrl_c)
+                              stdout=open(stdout, "w") if stdout == "/dev/full" else stdout, stderr=subprocess.PIPE,
+                              text=True, preexec_fn=answers_ctrl_c)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         study = _study(tmp_path, None)

@@ -3,6 +3,7 @@ file and of its folder, without blocking on a FIFO, in folders only their user c
 journals, kernel files and ceilings are written through these, and a study's workers share these
 locks (locks.FileLock); records, recorded spaces and ceilings are read through them."""
 import contextlib
+import errno
 import fcntl
 import glob
 import os
@@ -94,11 +95,23 @@ def write_atomically(path: Path, content: bytes, keep_mode: bool = False) -> Non
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """fsync `folder`, so that a rename in it survives a power loss; best effort where its file
+    system cannot (EINVAL, ENOTSUP) or it cannot be opened for reading (EACCES): the rename is done."""
     try:
-        os.fsync(folder)
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except PermissionError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
     finally:
-        os.close(folder)
+        os.close(descriptor)
 
 
 def read_regular_file(path: Path, limit: int) -> bytes:

@@ -92,7 +92,8 @@ def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int
     workers = []
     for device in devices:
         worker = subprocess.Popen(command, env=pinned_environment(backend, device, dict(os.environ)), text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                                  errors="replace", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  start_new_session=True)
         prefix = f"[{backend.name} {device}] "
         relays = [_Relay(worker.stdout, prefix, sys.stdout), _Relay(worker.stderr, prefix, sys.stderr)]
         for relay in relays:
@@ -128,9 +129,9 @@ def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int
             f"the worker on {backend.name} {device} " + (f"exited with {status}" if status > 0 else
                                                           f"was killed by signal {-status}")
             for device, status in failed.items()), file=sys.stderr)
+    if interrupted:
+        return 143 if terminated else 130
     lost = next((relay.error for _, _, relays in workers for relay in relays if relay.error), None)
     if lost:
         raise lost  # said, as a failed write of this process's own is, by cli.main
-    if interrupted:
-        return 143 if terminated else 130
     return max((status if status > 0 else 1 for status in failed.values()), default=0)
