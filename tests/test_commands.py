@@ -284,6 +284,34 @@ def test_sigterm_taken_once_raises_once():
         signal.signal(signal.SIGTERM, previous)
 
 
+_PENDING_TOGETHER = """
+import atexit, os, signal
+from tuner.stopping import PARENT, follow_parent, stop_on_sigterm
+atexit.register(lambda: print(signal.getsignal(signal.SIGINT) == signal.getsignal(signal.SIGTERM) == signal.SIG_IGN))
+os.environ[PARENT] = str(os.getppid())
+follow_parent()
+stop_on_sigterm(once=True)
+both = {signal.SIGINT, signal.SIGTERM}
+signal.pthread_sigmask(signal.SIG_BLOCK, both)
+os.kill(os.getpid(), signal.SIGTERM)
+os.kill(os.getpid(), signal.SIGINT)
+try:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, both)
+except KeyboardInterrupt as stop:
+    print(type(stop).__name__)
+os.kill(os.getpid(), signal.SIGTERM)
+print("stopped once")
+"""
+
+
+def test_stop_signals_caught_together_stop_once_without_a_traceback():
+    # Both caught before either handler runs, as in a burst: CPython runs SIGINT's, then SIGTERM's,
+    # which finds the handler the first one left. From the exit on, the system ignores both.
+    done = subprocess.run([sys.executable, "-c", _PENDING_TOGETHER], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.split("\n") == ["KeyboardInterrupt", "stopped once", "True", ""]
+
+
 def test_sigterm_taken_as_ctrl_c_raises_each_time():
     # The --devices parent's: a second SIGTERM kills its workers, as a second Ctrl-C does.
     previous = stop_on_sigterm()

@@ -1,5 +1,6 @@
 """How a search process stops: Ctrl-C and SIGTERM alike keep what was measured, neither cuts a write
 in half, and a worker of `--devices` stops when its parent dies."""
+import atexit
 import contextlib
 import ctypes
 import os
@@ -21,14 +22,30 @@ def _terminate(signum, frame):
 
 def _stop_once(signum, frame):
     # The first stop signal this handler takes stops the process; later SIGTERMs and SIGINTs it
-    # would take are ignored, by the system, to the process's exit, so that none cuts the stop
-    # short. A worker whose parent is killed gets a SIGTERM from each of the parent's threads as
-    # they exit (Linux reparents it to each in turn); a worker under a scheduler gets its SIGTERM
-    # and then its parent's SIGINT.
+    # would take are ignored to the process's exit, so that none cuts the stop short. A worker
+    # whose parent is killed gets a SIGTERM from each of the parent's threads as they exit (Linux
+    # reparents it to each in turn); a worker under a scheduler gets its SIGTERM and then its
+    # parent's SIGINT. A handler that does nothing ignores them until the interpreter exits, the
+    # system from then on: one caught but not yet handled when its handler became SIG_IGN would make
+    # CPython print "Signal 15 ignored due to race condition" with a traceback.
     for taken in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(taken) is _stop_once:
-            signal.signal(taken, signal.SIG_IGN)
+            signal.signal(taken, _ignore)
+    atexit.unregister(_ignore_to_the_end)
+    atexit.register(_ignore_to_the_end)
     raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+def _ignore(signum, frame):
+    """A stop signal taken while the stop goes on."""
+
+
+def _ignore_to_the_end():
+    # At exit CPython sets a Python handler back to the system's default, which a late signal would
+    # take as a kill.
+    for taken in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(taken) is _ignore:
+            signal.signal(taken, signal.SIG_IGN)
 
 
 def stop_on_sigterm(once: bool = False):
