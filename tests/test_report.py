@@ -12,7 +12,7 @@ from tuner.backends import get_backend
 from tuner.cli import main
 from tuner.source import render
 from tuner.space import Space
-from tuner.studies import failure_reasons, find_study
+from tuner.studies import StudyTrials, failure_reasons, find_study
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("history", "importances", "tiles", "records", "bench-0")
@@ -187,3 +187,18 @@ def test_a_study_of_one_variant_is_said_in_the_singular_and_drawn_without_matplo
     page = (tmp_path / "report" / "report.html").read_text()
     assert "against the 1 measured variant in the order of measurement (the study&#39;s 1 trial less" in page
     assert "GFLOP/s (simulated CPU time) of the 1 variant that passed," in page
+
+
+def test_a_trial_whose_measurement_the_tuner_did_not_make_is_left_out_of_the_report(tmp_path):
+    root = tmp_path / "cache"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--trials", "2",
+                     "--cache-dir", str(root)]) == 0
+    study, _, _ = find_study(root, None, None)
+    honest = max((trial for trial in study.trials if trial.value), key=lambda trial: trial.value)
+    study.add_trial(optuna.trial.create_trial(params=honest.params, distributions=honest.distributions, value=9e9,
+                                              user_attrs=honest.user_attrs, system_attrs=honest.system_attrs))
+    with pytest.warns(UserWarning, match=f"trial {len(study.trials) - 1} of the study is left out"):
+        runs = StudyTrials.of(study, cache.Catalog.read(root))
+    assert [trial.number for trial in runs.trials] == [trial.number for trial in study.trials[:-1]]
+    assert max(trial.value for trial in runs.passed) == honest.value

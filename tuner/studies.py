@@ -16,6 +16,7 @@ from .record import Record
 from .simulator import CLOCK as SIMULATED
 from .space import SEED
 from .storage import open_storage, redacted
+from .study_record import answers
 from .trials import Kind, kind, measurement, passed
 
 
@@ -100,14 +101,17 @@ class StudyTrials:
 
     @classmethod
     def of(cls, study: optuna.Study, catalog: Catalog) -> "StudyTrials":
-        """`study`'s completed trials, and its record among the cache's."""
-        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        measured = [trial for trial in trials if kind(trial) == Kind.MEASURED]
-        good = [trial for trial in measured if passed(trial)]
-        simulated = any(measurement(trial).get("clock") == SIMULATED for trial in measured)
+        """`study`'s completed trials, and its record among the cache's. Where the record is found, its
+        product and device tell the trials whose measurements the tuner cannot have made, which are
+        left out with a warning, as from the record (study_record.answers)."""
         identity = study.user_attrs.get("identity", {})
         entry, path = next(((stored.record, stored.path) for stored in catalog.select(
             fingerprint=identity.get("fingerprint")) if stored.record.problem.key == identity.get("problem")),
             (None, None))
+        trials = [trial for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                  if not entry or kind(trial) != Kind.MEASURED or answers(trial, entry.problem, entry.device)]
+        measured = [trial for trial in trials if kind(trial) == Kind.MEASURED]
+        good = [trial for trial in measured if passed(trial)]
+        simulated = any(measurement(trial).get("clock") == SIMULATED for trial in measured)
         seed = next((trial.value for trial in good if trial.params == SEED.as_dict()), None)
         return cls(study, trials, measured, good, entry, path, seed, f" ({SIMULATED})" if simulated else "")
