@@ -447,6 +447,18 @@ def test_a_forged_trial_in_the_journal_reaches_neither_the_record_nor_the_prune_
         honest.number + 1, honest.number + 2]
 
 
+def test_a_forged_trial_does_not_count_in_the_budget(tmp_path):
+    search = _search(tmp_path)
+    search.run(trials=1, timeout=None, warm=False)
+    honest = _measured(search)[0]
+    search.study.add_trial(optuna.trial.create_trial(
+        params=honest.params, distributions=honest.distributions, value=9e9, user_attrs=honest.user_attrs,
+        system_attrs=honest.system_attrs))
+    with pytest.warns(UserWarning, match="is left out"):
+        outcome = _search(tmp_path).run(trials=None, timeout=None, warm=False, budget=2)
+    assert outcome.measured == 1 and outcome.spent
+
+
 def test_a_trial_whose_measurement_is_malformed_counts_as_a_failure():
     from tuner.studies import failure_reasons
 

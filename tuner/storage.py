@@ -301,7 +301,8 @@ class SharedStorage:
         once the study holds `budget` measured variants; else MEASURE, with its claim written.
         Without a trial: SPENT, or MEASURE when there is room to ask for one. While another live
         worker holds a claim on `key`, or the claims in flight fill the budget, it waits for them.
-        Only a measured trial that `answers` for its configuration is taken as having measured it."""
+        Only a measured trial that `answers` for its configuration is taken as having measured it, and
+        counted in the budget."""
         if trial is None and budget is None:
             return MEASURE
         mine = trial.number if trial is not None else None
@@ -310,10 +311,9 @@ class SharedStorage:
             with self.lock.held(study.study_name):
                 self._recover(study)
                 trials = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.COMPLETE))
-                measured = [other for other in trials if is_measured(other)]
+                measured = [other for other in trials if answers(other)]
                 earlier = next((other for other in measured
-                                if other.user_attrs.get("claim", config_key(other.params)) == key and answers(other)),
-                               None)
+                                if other.user_attrs.get("claim", config_key(other.params)) == key), None)
                 if earlier is not None:
                     return Decision(earlier)
                 if budget is not None and len(measured) >= budget:
