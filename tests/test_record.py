@@ -160,8 +160,17 @@ def test_a_fifo_in_place_of_a_record_is_refused_without_blocking(tmp_path):
     (1, "trial", "", "1 trial"), (0, "trial", "", "0 trials"), (2, "trial", "", "2 trials"),
     (1, "search", "searches", "1 search"), (3, "search", "searches", "3 searches"),
     (1.0, "evaluation", "", "1 evaluation"), (1.5, "evaluation", "", "1.5 evaluations"),
+    (4362, "configuration", "", "4,362 configurations"), (1e6, "run", "", "1,000,000 runs"),
 ])
 def test_a_count_is_singular_for_one_only(number, noun, plural, said):
     from tuner.formats import counted
 
     assert counted(number, noun, plural) == said
+
+
+@pytest.mark.parametrize("seconds, said", [(0.0015721, "1.572 ms"), (1.2e-5, "0.012 ms"), (0.3489, "348.9 ms"),
+                                           (0.99996, "1,000 ms"), (2.302, "2,302 ms")])
+def test_a_time_is_in_ms_to_four_significant_digits(seconds, said):
+    from tuner.formats import duration
+
+    assert duration(seconds) == said

@@ -12,11 +12,14 @@ def duration(seconds: float) -> str:
     0.01234 ms, a simulated 348.9 ms), whole ms with thousands separators from 1,000 up (a
     simulated 2,302 ms, not 2302 or 2.302e+03)."""
     milliseconds = seconds * 1e3
-    return f"{milliseconds:,.0f} ms" if milliseconds >= 1000 else f"{milliseconds:.4g} ms"
+    if float(f"{milliseconds:.4g}") >= 1000:  # 999.96 ms too, which four significant digits make 1000
+        return f"{milliseconds:,.0f} ms"
+    return f"{milliseconds:.4g} ms"
 
 
 def counted(number: float, noun: str, plural: str = "") -> str:
     """A count as it is printed everywhere: `number` and `noun`, plural (`noun` + "s" unless
-    `plural` is given) for any number but 1: 1 trial, 2 trials, 0 trials; 1 search, 3 searches."""
-    shown = f"{number:g}" if isinstance(number, float) else str(number)
+    `plural` is given) for any number but 1: 1 trial, 2 trials, 0 trials; 1 search, 3 searches; with
+    thousands separators from 1,000 up, and a fraction only where there is one (a median's 1.5)."""
+    shown = f"{number:,}" if number != int(number) else f"{int(number):,}"
     return f"{shown} {noun if number == 1 else plural or noun + 's'}"
