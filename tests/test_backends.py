@@ -1,5 +1,8 @@
 """Backends are objects: only their own modules, and the simulator's, tell them apart."""
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,3 +69,19 @@ def test_regenerate_on_the_simulator_takes_the_backend_from_tuner_backend(tmp_pa
     monkeypatch.setenv("TUNER_BACKEND", "metal")
     assert main(["regenerate", "--simulate", "--cache-dir", str(tmp_path)]) == 2
     assert "TUNER_BACKEND='metal' names no backend" in capsys.readouterr().err
+
+
+def test_a_numba_config_file_that_turns_the_simulator_on_is_refused_in_place_of_the_gpu(tmp_path):
+    # On a GPU host (the driver's count faked), Numba's numba.cuda would be its simulator: measuring it
+    # as the GPU would record the simulator's times under the GPU's fingerprint.
+    (tmp_path / ".numba_config.yaml").write_text("enable_cudasim: 1\n")
+    code = ("import tuner.runtime as runtime; from tuner.cli import main\n"
+            "runtime.driver_device_count = lambda backend: 1\n"
+            "raise SystemExit(main(['search', '--backend', 'cuda', '--trials', '1']))")
+    environment = {name: value for name, value in os.environ.items() if name != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=environment, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().endswith(f"Numba's configuration turns its CUDA simulator on (NUMBA_ENABLE_CUDASIM, or "
+                                        f"enable_cudasim in {tmp_path / '.numba_config.yaml'}), so the GPU would not "
+                                        "be measured; unset it, or pass --simulate")

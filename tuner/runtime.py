@@ -8,6 +8,7 @@ launches) goes through the Numba module, whose API numba-cuda, numba-hip and the
 import os
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 
 from . import simulator
@@ -121,7 +122,8 @@ def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
     """The runtime for `backend`: the simulator if asked for (or NUMBA_ENABLE_CUDASIM=1), else
     the GPU. Raises NoGPU when there is none, RuntimeUnavailable when Numba's module is missing,
     UnsafeKernelDirectory before Numba's GPU module loads (a driver, a memory manager) where the
-    Numba configuration file in the current directory is unsafe (kernel.check_numba_config)."""
+    Numba configuration file in the current directory is unsafe (kernel.check_numba_config), and
+    RuntimeUnavailable where that file turns the simulator on in place of the GPU."""
     loaded = sys.modules.get("numba.cuda")
     if simulate or simulator.enabled():
         if loaded is not None and not simulator.enabled():
@@ -143,6 +145,10 @@ def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
     except Exception as error:  # numba-hip's import also fails on missing clang or ROCm headers
         raise RuntimeUnavailable(f"numba.{backend.module} does not load ({type(error).__name__}: {error}); "
                                  f"{backend.install}") from None
+    if simulator.stands_in_for(module):
+        raise RuntimeUnavailable("Numba's configuration turns its CUDA simulator on (NUMBA_ENABLE_CUDASIM, or "
+                                 f"enable_cudasim in {Path.cwd() / '.numba_config.yaml'}), so the GPU would not be "
+                                 "measured; unset it, or pass --simulate")
     if not module.is_available():
         raise RuntimeUnavailable(f"the {backend.name} driver reports a device but numba.{backend.module} cannot use "
                                  "it; check the driver and toolkit versions, or pass --simulate")

@@ -49,6 +49,12 @@ def simulating() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
+def stands_in_for(module) -> bool:
+    """Whether `module`, loaded as a GPU's, is numba.cuda running as the simulator, as Numba's
+    configuration may ask (NUMBA_ENABLE_CUDASIM, or enable_cudasim in .numba_config.yaml)."""
+    return module.__name__ == "numba.cuda" and simulating()
+
+
 def describe(backend: str) -> Device:
     """Numba's CUDA simulator standing in for a `backend` GPU: the host CPU runs every thread."""
     return Device(
