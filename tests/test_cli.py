@@ -157,3 +157,23 @@ def test_a_torn_journal_line_met_by_a_running_worker_says_what_to_do():
     error = json.JSONDecodeError("Expecting ',' delimiter", '{"op_code": 5 "x"}', 14)
     assert explain(error).startswith("a study journal holds a line that is not whole (Expecting ',' delimiter")
     assert "run the command again, which moves the torn bytes aside" in explain(error)
+
+
+def test_a_warning_during_a_search_gets_a_line_of_its_own_above_the_progress_bar(capsys, monkeypatch):
+    import warnings
+
+    from tqdm import tqdm
+
+    from tuner.cli import _one_line_warning
+    from tuner.cli.search import _warnings_above
+
+    monkeypatch.setattr(warnings, "formatwarning", _one_line_warning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with tqdm(total=3, file=sys.stderr, desc="study") as bar, _warnings_above(bar):
+            bar.update(1)
+            warnings.warn("tuner: trial 7 of the study is left out")
+            bar.update(1)
+    lines = re.split(r"[\r\n]+", capsys.readouterr().err)
+    assert "tuner: trial 7 of the study is left out" in lines
+    assert warnings.showwarning is not None and "above" not in warnings.showwarning.__name__

@@ -1,10 +1,12 @@
 """`tuner search`: the tuning job, in this process or in one worker process per GPU (--devices),
 and the summary it prints at the end."""
 import argparse
+import contextlib
 import os
 import shlex
 import statistics
 import sys
+import warnings
 
 from .. import cache, family, simulator
 from ..backends import BACKENDS, SIMULATOR_DEFAULT, get_backend
@@ -61,6 +63,22 @@ def _problem(args, runtime: Runtime) -> Problem:
     return problem
 
 
+@contextlib.contextmanager
+def _warnings_above(bar):
+    """Show warnings on lines of their own above the progress `bar`, not inside its line (without
+    catch_warnings, whose change of filters would show again a warning shown once already)."""
+    shown = warnings.showwarning
+
+    def above(message, category, filename, lineno, file=None, line=None):
+        bar.write(warnings.formatwarning(message, category, filename, lineno, line).rstrip("\n"), file=sys.stderr)
+
+    warnings.showwarning = above
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
 def _search(args) -> int:
     from optuna.trial import TrialState
     from tqdm import tqdm
@@ -95,7 +113,7 @@ def _search(args) -> int:
     workers = args.compile_workers
     if workers is None:
         workers = 0 if runtime.simulated else default_workers()
-    with bar:
+    with bar, _warnings_above(bar):
         outcome = search.run(None, args.timeout, progress, budget=args.trials, compile_workers=workers)
     measured = search.shared.measured_count(search.study)
     completed = search.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
