@@ -286,13 +286,13 @@ def test_sigterm_taken_once_raises_once():
 
 _PENDING_TOGETHER = """
 import atexit, os, signal
+both = {signal.SIGINT, signal.SIGTERM}
+signal.pthread_sigmask(signal.SIG_BLOCK, both)  # before any thread starts, so that only this one takes them
 from tuner.stopping import PARENT, follow_parent, stop_on_sigterm
 atexit.register(lambda: print(signal.getsignal(signal.SIGINT) == signal.getsignal(signal.SIGTERM) == signal.SIG_IGN))
 os.environ[PARENT] = str(os.getppid())
 follow_parent()
 stop_on_sigterm(once=True)
-both = {signal.SIGINT, signal.SIGTERM}
-signal.pthread_sigmask(signal.SIG_BLOCK, both)
 os.kill(os.getpid(), signal.SIGTERM)
 os.kill(os.getpid(), signal.SIGINT)
 try:
