@@ -96,6 +96,7 @@ class Search:
         self._budget = None  # measured variants the study may hold, set by run
         self.protocol = SIMULATOR_PROTOCOL if runtime.simulated else GPU_PROTOCOL
         self.path = cache.record_path(root, runtime.device.slug, record.file_stem(problem))
+        self._answered = {}  # trial number -> whether the complete trial answers for its configuration
         self.history = {config_key(trial.params): trial
                         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                         if self._answers(trial)}
@@ -150,8 +151,14 @@ class Search:
         return self.history.get(key)
 
     def _answers(self, trial) -> bool:
-        """Whether `trial` measured its configuration for the study (study_record.answers)."""
-        return is_measured(trial) and answers(trial, self.problem, self.runtime.device)
+        """Whether `trial` measured its configuration for the study (study_record.answers); kept for a
+        complete trial, which cannot change, since each claim asks it of every trial."""
+        known = self._answered.get(trial.number)
+        if known is None:
+            known = is_measured(trial) and answers(trial, self.problem, self.runtime.device)
+            if trial.state == TrialState.COMPLETE:
+                self._answered[trial.number] = known
+        return known
 
     def trial_count(self) -> int:
         """Trials the study has started (queued ones are not counted)."""

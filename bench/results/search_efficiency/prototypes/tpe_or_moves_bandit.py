@@ -2,10 +2,11 @@
 local sampler's moves, on how often each one's last `window` measured trials ranked in the `top` of those
 measured before them. Its raw lines (written to /tmp/x/bandit/runs.jsonl) are tpe_or_moves_bandit.jsonl.gz,
 summarised in tpe_or_moves_bandit.txt."""
-import json, statistics, sys, time
+import json
+import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
 import numpy as np
-import optuna
 from optuna.trial import TrialState
 sys.path.insert(0, "/work/main")
 from tuner import recorded, replay as replay_module, sampler as S
@@ -62,7 +63,9 @@ def one(args):
     space = recorded.load(path)
     kw = VARIANTS[variant]
     if kw is not None:
-        replay_module.make_sampler = lambda name, seed_, domains, valid, options: Bandit(domains, valid, seed_, OPTIONS, **kw)
+        def bandit(name, seed_, domains, valid, options):
+            return Bandit(domains, valid, seed_, OPTIONS, **kw)
+        replay_module.make_sampler = bandit
     else:
         replay_module.make_sampler = S.make_sampler
     t = time.time()
@@ -75,7 +78,8 @@ if __name__ == "__main__":
     variants = sys.argv[3].split(",") if len(sys.argv) > 3 else list(VARIANTS)
     paths = sorted(glob.glob("/work/shared/data/*.json.gz"))
     jobs = [(p, v, s) for p in paths for v in variants for s in seeds]
-    with ProcessPoolExecutor(2) as pool, open(f"/tmp/x/bandit/runs.jsonl", "a") as out:
+    with ProcessPoolExecutor(2) as pool, open("/tmp/x/bandit/runs.jsonl", "a") as out:
         for path, variant, seed, fr, dt in pool.map(one, jobs, chunksize=2):
-            out.write(json.dumps({"space": path.split("/")[-1], "variant": variant, "seed": seed, "fractions": fr, "seconds": dt}) + "\n")
+            out.write(json.dumps({"space": path.split("/")[-1], "variant": variant, "seed": seed, "fractions": fr,
+                                  "seconds": dt}) + "\n")
             out.flush()
