@@ -353,4 +353,3 @@ def test_a_killed_search_loses_no_completed_trial_and_resumes(tmp_path, capsys):
     resumed = _study(tmp_path)
     assert len(_measured(resumed)) == len(measured) + 1
     assert not [t for t in resumed.trials if t.state.name == "RUNNING"]  # the killed worker's trial failed
-

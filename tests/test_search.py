@@ -2,6 +2,7 @@
 import dataclasses
 import json
 import os
+import signal
 
 import numpy as np
 import optuna
@@ -17,6 +18,7 @@ from tuner.runtime import open_runtime
 from tuner.sampler import Options, make_sampler
 from tuner.search import Search
 from tuner.space import FLAGSHIPS, SEED
+from tuner.stopping import stop_on_sigterm
 from tuner.trials import config_key
 
 FIRST = Config()  # what a search with nothing cached measures first
@@ -457,6 +459,24 @@ def test_a_forged_trial_does_not_count_in_the_budget(tmp_path):
     with pytest.warns(UserWarning, match="is left out"):
         outcome = _search(tmp_path).run(trials=None, timeout=None, warm=False, budget=2)
     assert outcome.measured == 1 and outcome.spent
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the "Exception ignored in"
+def test_a_stop_that_a_finalizer_swallowed_stops_the_search_before_its_next_variant(tmp_path):
+    # A signal taken while a __del__ runs raises there, and Python prints "Exception ignored in" and
+    # goes on; the later stop signals are ignored, so without a second raise the search would run on.
+    class Finalized:
+        def __del__(self):
+            signal.raise_signal(signal.SIGTERM)
+
+    search = _search(tmp_path)
+    previous = stop_on_sigterm(once=True)
+    try:
+        Finalized()
+        outcome = search.run(trials=2, timeout=None, warm=False)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert outcome.terminated and outcome.measured == 0
 
 
 def test_a_trial_whose_measurement_is_malformed_counts_as_a_failure():

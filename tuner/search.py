@@ -27,7 +27,7 @@ from .runtime import Runtime
 from .sampler import make_sampler
 from .schema import MAX_TEXT
 from .space import Space
-from .stopping import Terminated, shielded
+from .stopping import Terminated, raise_if_stopping, shielded
 from .storage import HEARTBEAT_SECONDS, SharedStorage, redacted, worker_name
 from .study_record import answers, build_record, warm_start_configs
 from .trials import (MAX_UNMEASURED_IN_A_ROW, STARTED, Kind, answer, config_key, give_back, is_measured, passed,
@@ -204,6 +204,7 @@ class Search:
                 while trials is None or outcome.measured < trials:
                     # The oldest suggestion held is measured once `ahead` more are held; else one more is asked for.
                     trial, config, key = self._pending[0] if len(self._pending) > ahead else (None, None, None)
+                    raise_if_stopping()
                     outcome.stopped = "" if trial is not None else self._reason_to_stop(outcome, deadline)
                     if outcome.stopped:
                         break

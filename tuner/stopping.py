@@ -33,7 +33,23 @@ def _stop_once(signum, frame):
             signal.signal(taken, _ignore)
     atexit.unregister(_ignore_to_the_end)
     atexit.register(_ignore_to_the_end)
-    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+    _stopping[:] = [signum]
+    raise _stop(signum)
+
+
+def _stop(signum: int) -> KeyboardInterrupt:
+    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+_stopping = []  # the signal that began the stop under way in this process, if one did
+
+
+def raise_if_stopping() -> None:
+    """Raise the stop under way again, where its first raise was lost: a signal taken while a
+    finalizer (a __del__) runs raises there, and Python reports it as ignored and goes on, while
+    the later signals that would have stopped the process are ignored."""
+    if _stopping and _ignore in (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)):
+        raise _stop(_stopping[0])
 
 
 def _ignore(signum, frame):
