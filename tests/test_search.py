@@ -12,6 +12,7 @@ from records import make_record
 import tuner.measure
 from tuner import cache
 from tuner.backends import CUDA, ROC
+from tuner.cli import main
 from tuner.config import Config
 from tuner.problem import Problem
 from tuner.runtime import open_runtime
@@ -459,6 +460,23 @@ def test_a_forged_trial_does_not_count_in_the_budget(tmp_path):
     with pytest.warns(UserWarning, match="is left out"):
         outcome = _search(tmp_path).run(trials=None, timeout=None, warm=False, budget=2)
     assert outcome.measured == 1 and outcome.spent
+
+
+def test_the_command_line_counts_a_forged_trial_neither_in_its_budget_nor_as_measured(tmp_path, capsys):
+    args = ["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--cache-dir", str(tmp_path)]
+    assert main(args + ["--trials", "1"]) == 0
+    search = _search(tmp_path)  # the command's study: PROBLEM's on the simulator
+    honest = _measured(search)[0]
+    search.study.add_trial(optuna.trial.create_trial(
+        params=honest.params, distributions=honest.distributions, value=9e9, user_attrs=honest.user_attrs,
+        system_attrs=honest.system_attrs))
+    capsys.readouterr()
+    with pytest.warns(UserWarning, match="is left out"):
+        assert main(args + ["--trials", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "1 measured of a budget of 2" in captured.err
+    assert "this run: measured 1 " in captured.out and "2 measured (its budget: 2)" in captured.out
+    assert "already measured its budget" not in captured.out
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the "Exception ignored in"

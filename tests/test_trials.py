@@ -146,5 +146,5 @@ def test_the_kinds_of_an_earlier_journal_still_count(tmp_path):
     assert [Kind(t.user_attrs["kind"]) for t in trials] == [Kind.MEASURED, Kind.MEASURED, Kind.INVALID,
                                                              Kind.DUPLICATE]
     search = Search(runtime, problem, root=tmp_path, storage=str(path), name="old")
-    assert search.shared.measured_count(search.study) == 2 and search.best_gflops() == 1.0
+    assert search.measured_count() == 2 and search.best_gflops() == 1.0
     assert search.shared.claim(search.study, 2) == SPENT

@@ -21,5 +21,5 @@ def counted(number: float, noun: str, plural: str = "") -> str:
     """A count as it is printed everywhere: `number` and `noun`, plural (`noun` + "s" unless
     `plural` is given) for any number but 1: 1 trial, 2 trials, 0 trials; 1 search, 3 searches; with
     thousands separators from 1,000 up, and a fraction only where there is one (a median's 1.5)."""
-    shown = f"{number:,}" if number != int(number) else f"{int(number):,}"
+    shown = f"{number:,.6g}" if number != int(number) else f"{int(number):,}"
     return f"{shown} {noun if number == 1 else plural or noun + 's'}"

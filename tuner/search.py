@@ -160,6 +160,10 @@ class Search:
                 self._answered[trial.number] = known
         return known
 
+    def measured_count(self) -> int:
+        """Variants the study has measured, every worker's, as its budget counts them (_answers)."""
+        return sum(map(self._answers, self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))))
+
     def trial_count(self) -> int:
         """Trials the study has started (queued ones are not counted)."""
         return len(self.study.get_trials(deepcopy=False, states=STARTED))
@@ -219,6 +223,7 @@ class Search:
                     if decision.earlier is not None:
                         self._answer_from(trial, key, decision.earlier, outcome)
                         continue
+                    raise_if_stopping()
                     compiled = pool.result(key) if ahead else None
                     if self._below_ceiling(trial, config, compiled, outcome):
                         continue
@@ -226,6 +231,7 @@ class Search:
                     outcome.record, outcome.record_path = self.save()
                     if progress:
                         progress(outcome, measurement, self.best_gflops())
+                raise_if_stopping()  # one swallowed in the last variant's measurement
         except KeyboardInterrupt as stop:
             outcome.interrupted, outcome.terminated = True, isinstance(stop, Terminated)
         finally:

@@ -290,9 +290,6 @@ class SharedStorage:
                     queued.append(params)
         return queued
 
-    def measured_count(self, study: optuna.Study) -> int:
-        return sum(map(is_measured, study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))))
-
     def claim(self, study: optuna.Study, budget: int | None, trial=None, key: str | None = None,
               answers=is_measured) -> Decision:
         """The next step of this worker (a trials.Decision), taken under the workers' lock once the

@@ -98,7 +98,7 @@ def _search(args) -> int:
     search = Search(runtime, problem, root=root, seed=args.seed, sampler=args.sampler,
                     storage=args.storage, name=args.study, heartbeat=args.heartbeat)
     unit = " (simulated)" if runtime.simulated else ""
-    measured = search.shared.measured_count(search.study)
+    measured = search.measured_count()
     spent = args.trials is not None and measured >= args.trials  # a rerun of a finished study
     print(f"searching {file_stem(problem)} on {runtime.device.name} [{runtime.device.fingerprint}]; "
           f"times are {runtime.clock}; study {search.study.study_name!r} has {counted(search.trial_count(), 'trial')}, "
@@ -107,7 +107,7 @@ def _search(args) -> int:
                dynamic_ncols=True, desc="study")
 
     def progress(outcome, measurement, best):
-        bar.update(search.shared.measured_count(search.study) - bar.n)  # every worker's measurements
+        bar.update(search.measured_count() - bar.n)  # every worker's measurements
         bar.set_postfix_str(f"best {rate(best)}{unit}" if best else "none passed yet")
 
     workers = args.compile_workers
@@ -115,7 +115,7 @@ def _search(args) -> int:
         workers = 0 if runtime.simulated else default_workers()
     with bar, _warnings_above(bar):
         outcome = search.run(None, args.timeout, progress, budget=args.trials, compile_workers=workers)
-    measured = search.shared.measured_count(search.study)
+    measured = search.measured_count()
     completed = search.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     budget = f" (its budget: {args.trials})" if args.trials else ""
     print(f"this run: measured {outcome.measured} ({outcome.failed} failed), {outcome.invalid} invalid and "
