@@ -77,6 +77,59 @@ def test_a_cache_left_open_reads_like_a_closed_one(tmp_path, space_file, compres
     assert recorded.load(path).results == recorded.load(space_file).results
 
 
+def write_t4(path, *, unit=None, metadata_unit="miliseconds", scale=1.0) -> None:
+    """The space above as a Kernel Tuner output file in the T4 format, its times in `unit`
+    (else the file's `metadata_unit`) and multiplied by `scale`."""
+    results = []
+    for values in itertools.product(*DOMAINS.values()):
+        entry = _entry(values)
+        failure = {"InvalidConfig": "constraints", "RuntimeFailedConfig": "runtime"}.get(entry["time"], "correct")
+        value = entry["time"] * scale if failure == "correct" else entry["time"]
+        results.append({"configuration": dict(zip(DOMAINS, values)), "invalidity": failure,
+                        "times": {"compilation": 500.0 * scale, "validation": 10.0 * scale, "runtimes": [90.0 * scale]},
+                        "measurements": [{"name": "GFLOP/s", "value": 1.0, "unit": ""},
+                                         {"name": "time", "value": value, "unit": unit or ""}],
+                        "objectives": ["time"]})
+    document = {"results": results, "schema_version": "1.0.0"}
+    if metadata_unit:
+        document["metadata"] = {"timeunit": metadata_unit}
+    path.write_bytes(gzip.compress(json.dumps(document).encode()))
+
+
+@pytest.mark.parametrize("unit, metadata_unit, scale", [
+    (None, "miliseconds", 1.0), (None, None, 1.0), ("ms", "seconds", 1.0), (None, "seconds", 1e-3), ("us", None, 1e3),
+], ids=["file-in-ms", "no-unit-is-ms", "measurement-unit-first", "file-in-s", "measurement-in-us"])
+def test_a_t4_output_file_reads_as_the_cache_of_the_same_space(tmp_path, space_file, unit, metadata_unit, scale):
+    path = tmp_path / "bowl_T4.json.gz"
+    write_t4(path, unit=unit, metadata_unit=metadata_unit, scale=scale)
+    space, cache = recorded.load(path), recorded.load(space_file)
+    assert space.domains == cache.domains
+    assert set(space.results) == set(cache.results)
+    for key, result in cache.results.items():
+        assert space.results[key].failure == result.failure
+        assert space.results[key].seconds == pytest.approx(result.seconds)
+        assert space.results[key].cost == pytest.approx(result.cost)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda document: document.update(results={}), "its results are not a list"),
+    (lambda document: document["results"][0]["measurements"].pop(), "has no measurement named 'time'"),
+    (lambda document: document["results"][1]["configuration"].pop("a"), "name different parameters"),
+    (lambda document: document["results"][0]["measurements"][1].update(unit="fortnights"),
+     "its time unit 'fortnights' is not one of"),
+    (lambda document: document["results"][0].pop("invalidity"), "a result lacks 'invalidity'"),
+], ids=["results-not-a-list", "no-time", "other-parameters", "unknown-unit", "no-invalidity"])
+def test_a_broken_t4_file_is_refused_in_one_line(tmp_path, change, message):
+    path = tmp_path / "bowl_T4.json.gz"
+    write_t4(path)
+    document = json.loads(gzip.decompress(path.read_bytes()))
+    change(document)
+    path.write_text(json.dumps(document))
+    with pytest.raises(recorded.RecordingError, match=message) as error:
+        recorded.load(path)
+    assert "\n" not in str(error.value)
+
+
 def test_a_sweep_file_is_read_in_the_projects_own_parameters(tmp_path):
     header = {"header": {"device": {"backend": "cuda", "name": "Made-up GPU"}, "problem": "float32-64x64x64"}}
     fast, slow, broken = Config(), Config(block_m=32), Config(block_m=16)

@@ -57,8 +57,9 @@ class RecordedSpace:
 
 
 def load(path: str | Path) -> RecordedSpace:
-    """Read a Kernel Tuner cache file (JSON, gzipped or not, possibly left open) or a tuner
-    sweep file (JSON lines from bench/sweep.py: one that starts with its header, or any .jsonl file)."""
+    """Read a Kernel Tuner cache file (JSON, gzipped or not, possibly left open), a Kernel Tuner
+    output file in the T4 format, or a tuner sweep file (JSON lines from bench/sweep.py: one that
+    starts with its header, or any .jsonl file)."""
     path = Path(path)
     raw = _read(path)
     try:
@@ -72,7 +73,10 @@ def load(path: str | Path) -> RecordedSpace:
         raise RecordingError(f"{path}: neither JSON nor gzipped JSON") from None
     if text.lstrip().startswith('{"header"') or path.suffix == ".jsonl":
         return _from_sweep(path, text)
-    return _from_kernel_tuner(path, _json(path, text))
+    document = _json(path, text)
+    if isinstance(document, dict) and "results" in document and "cache" not in document:
+        return _from_t4(path, document)
+    return _from_kernel_tuner(path, document)
 
 
 def _read(path: Path) -> bytes:
@@ -132,6 +136,61 @@ def _from_kernel_tuner(path: Path, document) -> RecordedSpace:
         raise RecordingError(f"{path}: not a Kernel Tuner cache file (a field of the wrong type: {error})") from None
     return RecordedSpace(f"{document.get('kernel_name', path.name)} on {document.get('device_name', '?')}",
                          domains, results)
+
+
+# T4's failures, under the names a Kernel Tuner cache gives them; "constraints" is an invalid
+# combination, which a cache leaves out too.
+_T4_FAILURES = {"compile": "CompilationFailedConfig", "runtime": "RuntimeFailedConfig", "correctness": "correctness"}
+_T4_UNITS = {"s": 1.0, "seconds": 1.0, "ms": 1e-3, "milliseconds": 1e-3, "miliseconds": 1e-3, "us": 1e-6,
+             "microseconds": 1e-6}
+
+
+def _from_t4(path: Path, document: dict) -> RecordedSpace:
+    """A Kernel Tuner output file in the T4 format (results, schema_version): the domains are the
+    values its configurations take, and each time is the measurement named "time", in its unit,
+    else the file's time unit (metadata.timeunit), else milliseconds as Kernel Tuner writes them."""
+    try:
+        entries = document["results"]
+        if not isinstance(entries, list):
+            raise RecordingError(f"{path}: not a T4 results file (its results are not a list)")
+        unit = str(document.get("metadata", {}).get("timeunit") or "ms").lower()
+        names = list(entries[0]["configuration"]) if entries else []
+        values = {name: [] for name in names}
+        results = {}
+        for entry in entries:
+            configuration = entry["configuration"]
+            if set(configuration) != set(names):
+                raise RecordingError(f"{path}: its configurations name different parameters: {names} and "
+                                     f"{list(configuration)}")
+            key = tuple(configuration[name] for name in names)
+            for name, value in zip(names, key):
+                values[name].append(value)
+            invalidity = entry["invalidity"]
+            if invalidity == "constraints" or key in results:
+                continue
+            times = entry.get("times") or {}
+            cost = sum(times.get(field) or 0 for field in ("compilation", "validation"))
+            cost += times["benchmark"] if times.get("benchmark") else sum(times.get("runtimes") or ())
+            time = next(measured for measured in entry["measurements"] if measured["name"] == "time")
+            scale = _T4_UNITS.get(str(time.get("unit") or unit).lower())
+            if scale is None:
+                raise RecordingError(f"{path}: its time unit {time.get('unit') or unit!r} is not one of: "
+                                     f"{', '.join(_T4_UNITS)}")
+            seconds = time["value"]
+            if invalidity != "correct":
+                results[key] = Result(None, _T4_FAILURES.get(invalidity, str(invalidity)), cost * scale)
+            elif _positive_seconds(seconds) and seconds * scale > 0:
+                results[key] = Result(seconds * scale, "", cost * scale)
+            else:
+                results[key] = Result(None, f"time {seconds!r}", cost * scale)
+    except StopIteration:
+        raise RecordingError(f"{path}: a T4 result has no measurement named 'time', which a replay needs") from None
+    except KeyError as error:
+        raise RecordingError(f"{path}: not a T4 results file (a result lacks {error})") from None
+    except (TypeError, AttributeError, IndexError) as error:
+        raise RecordingError(f"{path}: not a T4 results file (a field of the wrong type: {error})") from None
+    domains = {name: _ordered(list(dict.fromkeys(taken))) for name, taken in values.items()}
+    return RecordedSpace(path.name, domains, results)
 
 
 def _positive_seconds(value) -> bool:

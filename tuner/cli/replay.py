@@ -37,8 +37,10 @@ def _replay(args) -> int:
 
 def add_parsers(subparsers) -> None:
     replay = subparsers.add_parser(
-        "replay", help="replay searches on a recorded space (a Kernel Tuner cache file or a tuner sweep file)")
-    replay.add_argument("file", help="a Kernel Tuner cache file (.json or .json.gz) or a bench/sweep.py .jsonl file")
+        "replay",
+        help="replay searches on a recorded space (a Kernel Tuner cache or T4 output file, or a tuner sweep file)")
+    replay.add_argument("file", help="a Kernel Tuner cache file or T4 output file (.json or .json.gz), or a "
+                                     "bench/sweep.py .jsonl file")
     replay.add_argument("--trials", type=_positive, default=100, help="evaluations per search (default 100)")
     replay.add_argument("--repeat", type=_positive, default=20, help="independent searches (default 20)")
     replay.add_argument("--sampler", choices=SAMPLERS, default="local")
