@@ -41,7 +41,8 @@ def _bomb(tmp_path):
     (_huge, "too large for a recorded space"),
     (_bomb, "uncompressed, too large for a recorded space"),
 ], ids=["fifo", "dev-zero", "deep-nesting", "over-the-cap", "gzip-bomb"])
-def test_a_file_that_is_no_recorded_space_gets_one_line(tmp_path, capsys, make, message):
+def test_a_file_that_is_no_recorded_space_gets_one_line(tmp_path, capsys, monkeypatch, make, message):
+    monkeypatch.setattr(recorded, "MAX_BYTES", 16 << 20)  # the cap's mechanism, without writing a GiB
     path = make(tmp_path)
     assert main(["replay", str(path)]) == 2
     error = capsys.readouterr().err
