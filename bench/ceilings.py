@@ -77,8 +77,7 @@ def main():
     command = f"python bench/ceilings.py --dtype {args.dtype}"
     device = "none: compile_ptx for sm_90, ptxas and nvdisasm on the CPU (2 shared cores: times are under load)"
     tools = {"ptxas": _version(ptxas_path()), "nvdisasm": _version(nvdisasm_beside(ptxas_path()))}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    print(json.dumps({**provenance(command, device), "commit": commit, "tools": tools, "dtype": args.dtype,
+    print(json.dumps({**provenance(command, device), "tools": tools, "dtype": args.dtype,
                       "flagship": {"name": flagship["name"], "config": Config(**flagship["config"]).describe()},
                       "runs": runs}, indent=1))
 

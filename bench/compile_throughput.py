@@ -14,7 +14,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,10 +50,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     configs = random.Random(args.seed).sample(list(Space.of(CUDA, "float32")), args.count)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     runs = [_pool_run(configs, workers) for workers in args.workers]
     result = {**provenance(" ".join([Path(sys.executable).name] + sys.argv), "no GPU: PTX for sm_90 and ptxas"),
-              "commit": commit, "sample": f"{args.count} configurations of the float32 space, seed {args.seed}",
+              "sample": f"{args.count} configurations of the float32 space, seed {args.seed}",
               "runs": runs}
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for run in runs:

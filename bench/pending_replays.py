@@ -10,7 +10,6 @@ import argparse
 import json
 import multiprocessing
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -44,9 +43,8 @@ def main() -> None:
             for budget in args.budgets for pending in args.pending]
     with multiprocessing.Pool(args.processes) as pool:
         cells = pool.map(_cell, jobs)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     args.out.write_text(json.dumps({**provenance(" ".join([Path(sys.executable).name] + sys.argv), "none: replays"),
-                                    "commit": commit, "cells": cells}, indent=1) + "\n")
+                                    "cells": cells}, indent=1) + "\n")
     print(f"| space | budget | {' | '.join(f'{p} pending' for p in args.pending)} |")
     print(f"| --- | ---: | {' | '.join('---:' for _ in args.pending)} |")
     for space in dict.fromkeys(cell["space"] for cell in cells):

@@ -35,7 +35,6 @@ import os
 import statistics
 import subprocess
 import sys
-from importlib.metadata import version
 from pathlib import Path
 
 from kernel_tuner_strategies import STRATEGIES
@@ -320,10 +319,7 @@ def main() -> None:
         run_kernel_tuner(spaces, args.outdir, args.kt_seeds, args.workers)
     summary = summarize(spaces, args.outdir)
     selection = leave_one_space_out(summary)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     document = {**provenance(" ".join(["python", *sys.argv]), "CPU (replay of recorded measurements)"),
-                "commit": commit,
-                "search_versions": {name: version(name) for name in ("optuna", "kernel_tuner", "numpy")},
                 "spaces": [os.path.relpath(path, ROOT) for path in spaces], "candidates": CANDIDATES,
                 "selection": selection, "summary": summary}
     (args.outdir / "summary.json").write_text(json.dumps(document, indent=1))

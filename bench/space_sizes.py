@@ -20,14 +20,8 @@ from tuner.space import Space
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _commit() -> str:
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    clean = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "tuner"], cwd=ROOT).returncode == 0
-    return head.strip() + ("" if clean else " (tuner/ modified)")
-
-
 def main() -> None:
-    header = {**provenance("python bench/space_sizes.py", "CPU (no GPU needed)"), "commit": _commit()}
+    header = provenance("python bench/space_sizes.py", "CPU (no GPU needed)")
     for backend in BACKENDS.values():
         for dtype in backend.precisions():
             command = ["tuner", "space", "--backend", backend.name, "--dtype", dtype]
