@@ -3,6 +3,7 @@ import contextlib
 import io
 import json
 import re
+from pathlib import Path
 
 import optuna
 import pytest
@@ -202,3 +203,40 @@ def test_a_trial_whose_measurement_the_tuner_did_not_make_is_left_out_of_the_rep
         runs = StudyTrials.of(study, cache.Catalog.read(root))
     assert [trial.number for trial in runs.trials] == [trial.number for trial in study.trials[:-1]]
     assert max(trial.value for trial in runs.passed) == honest.value
+
+
+@pytest.mark.parametrize("value", [None, "fast", {"gflops": 1}, [1.0, 2.0]], ids=["null", "string", "object", "two"])
+def test_a_trial_whose_value_in_the_journal_is_not_one_number_is_left_out_of_the_report_and_the_search(
+        tmp_path, capsys, value):
+    root = tmp_path / "cache"
+    args = ["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--cache-dir", str(root)]
+    assert main([*args, "--trials", "1"]) == 0
+    study, label, _ = find_study(root, None, None)
+    [measured] = [trial for trial in study.trials if trial.value]
+    journal = Path(label)
+    lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    for line in lines:
+        if line["op_code"] == 6 and line.get("trial_id") == measured._trial_id and line.get("state") == 1:
+            line["values"] = value
+    journal.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    capsys.readouterr()
+    with pytest.warns(UserWarning, match=f"trial {measured.number} of the study is left out: its measurement is not "
+                                         f"one the tuner made \\(its value .* is not one number\\)"):
+        assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path / "report")]) == 0
+        assert main([*args, "--trials", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert "this run: measured 1 " in captured.out  # the trial left out does not count in the budget
+
+
+@pytest.mark.parametrize("held", ["x", ["problem"], None], ids=["string", "list", "null"])
+def test_a_study_whose_identity_is_not_an_object_is_reported_without_a_record(tmp_path, held):
+    root = tmp_path / "cache"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--trials", "1",
+                     "--cache-dir", str(root)]) == 0
+    study, _, _ = find_study(root, None, None)
+    study.set_user_attr("identity", held)
+    assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "fingerprint unknown" in page and "no cache record of this study&#39;s product and device was found" in page

@@ -21,7 +21,7 @@ from . import cache, simulator
 from .benchmarks import BENCH_FILE, BENCH_RESULTS, bench_rows, bench_results
 from .figures import FIGURES, Figure, draw
 from .formats import counted, duration, rate
-from .studies import SIMULATED, StudyTrials, find_study
+from .studies import SIMULATED, StudyTrials, find_study, identity
 from .trials import Kind, kind
 
 TEMPLATE = "report.html.j2"
@@ -50,11 +50,11 @@ def _overview(runs: StudyTrials, storage: str) -> list[tuple[str, str]]:
     study, trials, measured, passed = runs.study, runs.trials, runs.measured, runs.passed
     entry, unit = runs.entry, runs.unit
     kinds = Counter(kind(trial) for trial in trials)
-    identity = study.user_attrs.get("identity", {})
+    held = identity(study)
     rows = [("study", f"{study.study_name} in {storage}"),
-            ("product", identity.get("problem", "unknown")),
+            ("product", held.get("problem", "unknown")),
             ("device", f"{entry.device.name} [{entry.fingerprint}]" if entry
-             else f"fingerprint {identity.get('fingerprint', 'unknown')}"),
+             else f"fingerprint {held.get('fingerprint', 'unknown')}"),
             ("trials", f"{len(trials)}: {len(measured)} measured ({len(passed)} passed, "
                        f"{len(measured) - len(passed)} failed), {kinds[Kind.INVALID]} invalid, "
                        f"{counted(kinds[Kind.DUPLICATE], 'repeated suggestion')} answered from the study")]
@@ -66,6 +66,9 @@ def _overview(runs: StudyTrials, storage: str) -> list[tuple[str, str]]:
                  ("best configuration", " ".join(f"{name}={json.dumps(value)}"
                                                  for name, value in entry.best.config.as_dict().items())),
                  ("cache entry", str(runs.entry_path))]
+    elif passed:
+        rows.append(("best", f"no cache record of this study's product and device was found, so none is named; "
+                             f"{counted(len(passed), 'variant')} passed"))
     else:
         rows.append(("best", "no variant has passed verification: nothing cached"))
     if runs.seed and entry:

@@ -81,6 +81,13 @@ def find_study(root: Path, storage: str | None, name: str | None) -> tuple[optun
     return optuna.load_study(study_name=name, storage=storages[label]), label, others
 
 
+def identity(study: optuna.Study) -> dict:
+    """The device fingerprint and problem a study was created for (search.Search._mark); empty where
+    the study holds none, or something else in its place."""
+    held = study.user_attrs.get("identity")
+    return held if isinstance(held, dict) else {}
+
+
 def _last_activity(study: optuna.Study) -> datetime:
     moments = [trial.datetime_complete or trial.datetime_start for trial in study.get_trials(deepcopy=False)]
     return max((moment for moment in moments if moment), default=datetime.min)
@@ -104,9 +111,9 @@ class StudyTrials:
         """`study`'s completed trials, and its record among the cache's. Where the record is found, its
         product and device tell the trials whose measurements the tuner cannot have made, which are
         left out with a warning, as from the record (study_record.answers)."""
-        identity = study.user_attrs.get("identity", {})
+        held = identity(study)
         entry, path = next(((stored.record, stored.path) for stored in catalog.select(
-            fingerprint=identity.get("fingerprint")) if stored.record.problem.key == identity.get("problem")),
+            fingerprint=held.get("fingerprint")) if stored.record.problem.key == held.get("problem")),
             (None, None))
         trials = [trial for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                   if not entry or kind(trial) != Kind.MEASURED or answers(trial, entry.problem, entry.device)]

@@ -28,6 +28,10 @@ def doubt(trial, problem: Problem, device: Device) -> str:
     made of `problem` on `device` (record.Measurement.doubt; or its value is not its rate), or "".
     A journal is a file anyone with access could have appended to."""
     measurement = trial.user_attrs["measurement"]
+    values = trial.values
+    if not (isinstance(values, list) and len(values) == 1 and isinstance(values[0], (int, float))
+            and not isinstance(values[0], bool)):
+        return f"its value {values!r} is not one number"
     names = config_type(problem.dtype).names()
     wrong = ("its parameters are not a configuration's" if set(trial.params) != set(names) else
              check({"trial": trial.number, "config": trial.params, "measurement": measurement}, record.ENTRY, "trial"))
