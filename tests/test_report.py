@@ -86,6 +86,28 @@ def test_report_says_when_there_are_no_bench_results(searched, tmp_path):
     assert not (out / "bench-0.png").exists()
 
 
+@pytest.mark.parametrize("row", [{"kernel": {"a": 1}}, {"kernel": ["tuned"]}, {"dtype": 5}, {"shape": [16, "x", 16]},
+                                 {"shape": []}, {"gflops": float("inf")}, {"gflops": True}],
+                         ids=["kernel-object", "kernel-list", "dtype-number", "shape-string", "shape-empty", "rate-inf",
+                              "rate-bool"])
+def test_report_skips_a_bench_result_whose_rows_hold_the_wrong_types(searched, tmp_path, capsys, row):
+    root, _ = searched
+    bench = tmp_path / "versus_cublas.json"
+    bench.write_text(json.dumps({**BENCH, "rows": [{**BENCH["rows"][0], **row}]}))
+    out = tmp_path / "report"
+    assert main(["report", "--cache-dir", str(root), "--out", str(out), "--bench", str(bench)]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    assert f"{bench}: not a versus_cublas.json result" in (out / "report.html").read_text()
+    assert not (out / "bench-0.png").exists()
+
+
+def test_report_says_it_skips_a_bench_path_that_is_no_file_or_folder(searched, tmp_path):
+    root, _ = searched
+    out = tmp_path / "report"
+    assert main(["report", "--cache-dir", str(root), "--out", str(out), "--bench", "/dev/zero"]) == 0
+    assert "/dev/zero: not a regular file or a folder" in (out / "report.html").read_text()
+
+
 def test_report_refuses_a_bench_path_that_does_not_exist(searched, tmp_path, capsys):
     root, _ = searched
     missing = tmp_path / "typo"

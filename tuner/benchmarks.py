@@ -6,6 +6,7 @@ tuner/ only. Without --bench, the report looks in the repository's bench/results
 when tuner runs from a checkout.
 """
 import json
+import math
 from pathlib import Path
 
 BENCH_RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
@@ -17,6 +18,8 @@ def bench_results(path: Path) -> tuple[list[tuple[Path, dict]], list[str]]:
     for each file that could not be read."""
     paths = sorted(path.rglob(BENCH_FILE)) if path.is_dir() else [path] if path.is_file() else []
     results, skipped = [], []
+    if path.exists() and not paths and not path.is_dir():
+        skipped.append(f"{path}: not a regular file or a folder; pass a {BENCH_FILE} or a folder holding them")
     for found in paths:
         try:
             result = json.loads(found.read_text())
@@ -27,17 +30,25 @@ def bench_results(path: Path) -> tuple[list[tuple[Path, dict]], list[str]]:
             results.append((found, result))
         else:
             skipped.append(f"{found}: not a {BENCH_FILE} result (it needs device.name, clock, and rows of "
-                           "dtype, shape, kernel and gflops)")
+                           "a dtype and a kernel named by strings, a shape of positive integers and a positive gflops)")
     return results, skipped
 
 
+def _rate(value) -> bool:
+    """Whether `value` is a rate a figure can draw: a finite number above 0 (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
 def is_bench_result(result) -> bool:
-    """Whether `result` holds what the report draws: a device name, a clock and rows with a positive rate."""
+    """Whether `result` holds what the report draws: a device name, a clock and rows of a dtype and a
+    kernel named by strings, a shape of positive integers and a positive rate."""
     return (isinstance(result, dict) and isinstance(result.get("device"), dict) and "name" in result["device"]
             and "clock" in result and isinstance(result.get("rows"), list) and bool(result["rows"])
             and all(isinstance(row, dict) and {"dtype", "shape", "kernel", "gflops"} <= set(row)
-                    and isinstance(row["shape"], list) and isinstance(row["gflops"], (int, float))
-                    and row["gflops"] > 0 for row in result["rows"]))
+                    and isinstance(row["dtype"], str) and isinstance(row["kernel"], str)
+                    and isinstance(row["shape"], list) and bool(row["shape"])
+                    and all(isinstance(size, int) and not isinstance(size, bool) and size > 0 for size in row["shape"])
+                    and _rate(row["gflops"]) for row in result["rows"]))
 
 
 def bench_rows(result: dict) -> list[list[str]]:
