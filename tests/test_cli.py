@@ -177,3 +177,30 @@ def test_a_warning_during_a_search_gets_a_line_of_its_own_above_the_progress_bar
     lines = re.split(r"[\r\n]+", capsys.readouterr().err)
     assert "tuner: trial 7 of the study is left out" in lines
     assert warnings.showwarning is not None and "above" not in warnings.showwarning.__name__
+
+
+def test_the_command_line_loads_without_numpy_or_numba():
+    """So that it starts at once, and a Ctrl-C while it loads the commands is caught by main."""
+    code = "import sys, tuner, tuner.cli; print(sorted({'numpy', 'numba', 'optuna'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "[]\n", done.stdout
+
+
+def test_ctrl_c_while_the_commands_load_ends_in_one_line(monkeypatch, capsys):
+    import tuner.cli
+
+    def interrupted(name, package=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tuner.cli.importlib, "import_module", interrupted)
+    assert main(["list"]) == 130
+    assert capsys.readouterr().err == "tuner: interrupted\n"
+
+
+def test_the_public_names_load_at_their_first_use():
+    code = ("import sys, tuner; assert 'numpy' not in sys.modules; from tuner import matmul, Config; "
+            "print(matmul.__module__, Config.__module__, tuner.tuned.__name__, sorted(tuner.__all__) == tuner.__all__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "tuner.tuned tuner.config tuner.tuned True\n", done.stdout
+    missing = subprocess.run([sys.executable, "-c", "import tuner; tuner.nothing"], capture_output=True, text=True)
+    assert "AttributeError: module 'tuner' has no attribute 'nothing'" in missing.stderr

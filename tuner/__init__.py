@@ -1,11 +1,33 @@
 """tuner: generates tiled-matmul kernels for Numba (CUDA and ROC) from Jinja2 templates, tunes them
-on the GPU, and serves the tuned kernels to programs: `tuner.matmul(A, B)`."""
-from .config import Config, WarpConfig
-from .space import SEED, Space
-from .tuned import OtherSoftwareWarning, SkippedRecordWarning, TunedKernel, UntunedWarning, get_kernel, matmul, reload
+on the GPU, and serves the tuned kernels to programs: `tuner.matmul(A, B)`.
+
+The public names are loaded when first used, so that the command line starts, and takes Ctrl-C
+quietly, without first importing NumPy and Numba."""
+import importlib
+import importlib.util
 
 # The name it is installed under: "tuner" on the package index is an unrelated project.
 DISTRIBUTION = "numba-matmul-tuner"
 
-__all__ = ["Config", "OtherSoftwareWarning", "SEED", "Space", "SkippedRecordWarning", "TunedKernel", "UntunedWarning",
-           "WarpConfig", "get_kernel", "matmul", "reload"]
+# Each public name, and the module of this package that defines it.
+_PUBLIC = {"Config": "config", "WarpConfig": "config", "SEED": "space", "Space": "space",
+           **dict.fromkeys(("OtherSoftwareWarning", "SkippedRecordWarning", "TunedKernel", "UntunedWarning",
+                            "get_kernel", "matmul", "reload"), "tuned")}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    """A public name, imported from its module at its first use; a submodule, imported as `import
+    tuner.name` would."""
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    if importlib.util.find_spec(f".{name}", __name__) is not None:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,7 +1,9 @@
 """The `tuner` command line: the parser of every command, and how `main` runs one and shows its
-errors. Each command's options and handler live together in a module of this package."""
+errors. Each command's options and handler live together in a module of this package, imported
+by `main`, so that a Ctrl-C while they load ends in one line too."""
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import sys
@@ -9,9 +11,9 @@ import warnings
 from importlib import metadata
 
 from .. import DISTRIBUTION
-from . import devices, kernel, records, regenerate, replay, report, search
 
-COMMANDS = (kernel, search, records, report, regenerate, replay, devices)  # in the order --help lists them
+# The modules of the commands, in the order --help lists them.
+COMMANDS = ("kernel", "search", "records", "report", "regenerate", "replay", "devices")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                         version=f"%(prog)s {metadata.version(DISTRIBUTION)} ({DISTRIBUTION})")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:
-        command.add_parsers(subparsers)
+        importlib.import_module(f".{command}", __name__).add_parsers(subparsers)
     return parser
 
 
@@ -131,6 +133,9 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # the reader of our output left (`tuner list | head`): stop quietly, as Unix tools do
         _discard_output()
         return 141
+    except KeyboardInterrupt:  # before a command ran (while the command line loaded): _run says it otherwise
+        print("tuner: interrupted", file=sys.stderr)
+        return 130
     except OutputError as error:
         _discard_output()
         print(f"tuner {args.command}: error: {error}", file=sys.stderr)
