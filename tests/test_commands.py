@@ -95,6 +95,16 @@ def test_a_relative_storage_path_is_recorded_as_an_absolute_one(tmp_path, capsys
     assert _storage("sqlite+pysqlite:///rel.db") == f"sqlite+pysqlite:///{tmp_path / 'rel.db'}"
 
 
+@pytest.mark.parametrize("storage", ["sqlite:///", "sqlite://", "sqlite:///:memory:"])
+def test_a_database_in_memory_is_refused_before_anything_is_measured(tmp_path, capsys, storage):
+    """What a search measured there would be gone when it ended, although it says a rerun resumes."""
+    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir", str(tmp_path),
+                 "--storage", storage]) == 2
+    err = capsys.readouterr().err
+    assert f"--storage '{storage}' is a database in memory" in err and err.count("\n") == 1, err
+    assert not list(tmp_path.rglob("*.json"))
+
+
 def test_devices_shows_the_simulator_fingerprints(capsys):
     assert main(["devices", "--json"]) == 0
     devices = json.loads(capsys.readouterr().out)

@@ -195,14 +195,16 @@ class SharedStorage:
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise ValueError(f"--storage {redacted(url)!r} cannot be opened: {redacted(reason, url)}; check the URL, "
                              "the server and the credentials") from None
+        dialect, database = storage.engine.dialect.name, storage.engine.url.database
+        if dialect == "sqlite" and database in (None, "", ":memory:"):
+            raise ValueError(f"--storage {redacted(url)!r} is a database in memory, and what a search measures there "
+                             "is lost when it ends; give a file (sqlite:///PATH), or leave --storage out")
         self.heartbeat = heartbeat
         # Optuna warns at every ask that heartbeats are meant for Study.optimize: this worker records them itself.
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
-        dialect = storage.engine.dialect.name
         if dialect == "postgresql":
             return storage, AdvisoryLock(storage.engine)
-        database = storage.engine.url.database
-        if dialect == "sqlite" and database and database != ":memory:":
+        if dialect == "sqlite":
             return storage, FileLock(Path(database + ".claims.lock"))
         return storage, NoLock()
 
