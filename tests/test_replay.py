@@ -520,6 +520,15 @@ def test_a_replay_with_trials_pending_measures_each_configuration_once(space_fil
     assert replay(space, 40, sampler, seed=2, pending=0).best_seconds != run.best_seconds  # pending changes the search
 
 
+@pytest.mark.parametrize("pending", [600, 100_000])
+def test_a_replay_with_more_trials_pending_than_the_sampler_may_leave_untold_still_measures(space_file, pending):
+    """Past the 500 unmeasured suggestions after which a search stops, and past the valid
+    configurations: those held are measured in turn once the sampler has nothing new."""
+    space = recorded.load(space_file)
+    run = replay(space, 10, "random", seed=0, pending=pending)
+    assert len(run.best_seconds) == 10 and run.fraction(space.optimum) > 0
+
+
 def test_tpes_turn_on_the_projects_space_is_never_stuck_on_invalid_suggestions():
     """1.5% of the float32 space's product is valid: a random start drawn from the whole product
     was invalid for 663 suggestions in a row (seed 0), past the 500 after which a search stops

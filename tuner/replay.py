@@ -38,41 +38,50 @@ def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int 
     and repeated suggestions are answered without counting (as on the device, where they are
     never measured); failed configurations count and score zero. With `pending`, each new
     suggestion waits, running, until that many later ones were asked, as with
-    `--compile-workers` (search.py), so the sampler suggests without knowing their outcomes."""
+    `--compile-workers` (search.py), so the sampler suggests without knowing their outcomes; those
+    still waiting when the sampler has nothing new left are measured in turn, up to `trials`."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize", sampler=make_sampler(
         sampler, seed, space.domains, lambda values: values in space.results, options))
     history, best, run = {}, float("inf"), Run([], 0.0)
     held = deque()  # (trial, key, result) asked ahead, not yet told
+    asked = set()  # the keys of the configurations held or measured
     unmeasured_in_a_row = 0
 
     def duplicate(trial, key):
         answer(study, trial, Kind.DUPLICATE, history[key], 0.0 if history[key] else 1.0)
+
+    def tell_oldest():
+        nonlocal best
+        trial, key, result = held.popleft()
+        if key in history:  # suggested again while the first was held
+            duplicate(trial, key)
+            return
+        history[key] = 1.0 / result.seconds if result.seconds else 0.0
+        answer(study, trial, Kind.MEASURED, history[key], 0.0 if result.seconds else 1.0)
+        best = min(best, result.seconds or best)
+        run.best_seconds.append(best)
+        run.cost_seconds += result.cost
 
     while (len(run.best_seconds) < trials and len(history) < len(space.results)
            and unmeasured_in_a_row < MAX_UNMEASURED_IN_A_ROW):  # the space may run out first
         trial = study.ask()
         key = tuple(suggest(trial, space.domains).values())
         result = space.results.get(key)
-        unmeasured_in_a_row += 1
         if result is None:
             answer(study, trial, Kind.INVALID, 0.0, 1.0)
+            unmeasured_in_a_row += 1
         elif key in history:
             duplicate(trial, key)
+            unmeasured_in_a_row += 1
         else:
-            held.append((trial, key, result))
-        if len(held) <= pending:
-            continue
-        trial, key, result = held.popleft()
-        if key in history:  # suggested again while the first was held
-            duplicate(trial, key)
-        else:
-            history[key] = 1.0 / result.seconds if result.seconds else 0.0
-            answer(study, trial, Kind.MEASURED, history[key], 0.0 if result.seconds else 1.0)
-            best = min(best, result.seconds or best)
-            run.best_seconds.append(best)
-            run.cost_seconds += result.cost
-            unmeasured_in_a_row = 0
+            held.append((trial, key, result))  # one held already is answered from it in its turn
+            unmeasured_in_a_row = 0 if key not in asked else unmeasured_in_a_row + 1
+            asked.add(key)
+        if len(held) > pending:
+            tell_oldest()
+    while held and len(run.best_seconds) < trials:
+        tell_oldest()
     return run
 
 
