@@ -3,6 +3,7 @@ import contextlib
 import io
 import json
 import re
+import shutil
 from pathlib import Path
 
 import optuna
@@ -158,6 +159,28 @@ def test_show_source_prints_the_best_configurations_kernel(searched, capsys):
     assert out.endswith(source) and "records hold no source" in out and found.study["name"] in out
     assert main(["show", cache.record_id(root, path), "--source", "--json", "--cache-dir", str(root)]) == 0
     assert json.loads(capsys.readouterr().out)["source"] == source
+
+
+def test_show_source_prints_the_kernel_that_matmul_runs_where_the_best_breaks_a_rule(searched, tmp_path, capsys):
+    root = tmp_path / "cache"
+    shutil.copytree(searched[0], root)
+    [path] = cache.record_paths(root)
+    data = json.loads(path.read_text())
+    assert data["runners_up"], "the fixture's search needs two variants that passed"
+    data["best"]["config"]["block_m"] = 7
+    path.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["show", cache.record_id(root, path), "--source", "--cache-dir", str(root)]) == 0
+    out = capsys.readouterr().out
+    runner_up = cache.read_record(path).runners_up[0].config
+    assert out.endswith(render(Space.of(get_backend("cuda"), "float32"), runner_up))
+    assert "# the kernel of its best configuration valid in this version's space, which tuner.matmul runs" in out
+    for entry in data["runners_up"]:
+        entry["config"]["block_m"] = 7
+    path.write_text(json.dumps(data))
+    assert main(["show", cache.record_id(root, path), "--source", "--cache-dir", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "none of the record's configurations is valid" in err and "tuner regenerate" in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("argv, message", [

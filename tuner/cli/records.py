@@ -80,7 +80,7 @@ def _show(args) -> int:
         raise ValueError(f"{len(matches)} records match {args.record!r} ({named}{more}); give a longer part of one")
     else:
         raise ValueError(f"no record matches {args.record!r}; `tuner list` shows the ids")
-    source = _source(record) if args.source else None
+    heading, source = _source(record) if args.source else (None, None)
     data = record.as_dict()
     if args.json:
         print(json.dumps({**data, "source": source} if args.source else data, indent=2, sort_keys=True))
@@ -98,22 +98,26 @@ def _show(args) -> int:
              "holds the studies of its GPU runs)" if stored.shipped else "")
     print(f"study: {record.study['name']} in {record.study['storage']}{where}")
     if source is not None:
-        print("\n# the best configuration's kernel, rendered from the installed templates (records hold no source)")
+        print(f"\n# {heading}, rendered from the installed templates (records hold no source)")
         sys.stdout.write(source)
     return 0
 
 
-def _source(record: Record) -> str:
-    """The kernel source of a record's best configuration, rendered from the installed templates."""
+def _source(record: Record) -> tuple[str, str]:
+    """What tuner.matmul runs from a record, its best configuration valid in this version's space,
+    said in a line, and its kernel source rendered from the installed templates."""
     from ..source import render
-    from ..space import InvalidConfig, Space
+    from ..space import Space
 
     space = Space.of(get_backend(record.device.backend), record.problem.dtype, record.family)
-    try:
-        return render(space, record.best.config)
-    except InvalidConfig as broken:
-        raise ValueError(f"the record's best configuration breaks a rule of this version's space ({broken}); "
-                         "`tuner regenerate` re-tunes its product") from None
+    valid = record.valid_configs()
+    if not valid:
+        raise ValueError(f"none of the record's configurations is valid in this version's space (its best: "
+                         f"{space.broken_rules(record.best.config)[0]}); `tuner regenerate` re-tunes its product")
+    if valid[0] == record.best.config:
+        return "the best configuration's kernel", render(space, valid[0])
+    return (f"the kernel of its best configuration valid in this version's space, which tuner.matmul runs (its best "
+            f"breaks a rule: {space.broken_rules(record.best.config)[0]})"), render(space, valid[0])
 
 
 def add_parsers(subparsers) -> None:
