@@ -5,7 +5,9 @@ killed mid-append, a full disk) leaves a torn line with no newline. Optuna skips
 but the next append lands on the same line, and from then on the whole journal is unreadable.
 Opening a journal here moves the torn bytes aside to a file of their own, keeps every whole entry
 (an entry appended onto a torn line included), and says so in one line. Only bytes that are the
-start of an Optuna entry are ever moved: a file that is not a journal is refused, never rewritten.
+start of an Optuna entry, or NUL bytes (which a file system leaves where a power loss came
+between a file's growth and its data), are ever moved: a file that is not a journal is refused,
+never rewritten.
 """
 import json
 import warnings
@@ -38,13 +40,15 @@ def _entry(fragment: bytes) -> bool:
 
 
 def _torn(fragment: bytes) -> bool:
-    """Whether `fragment` is the start of an entry whose write was cut short."""
-    return fragment.startswith(ENTRY_START) or ENTRY_START.startswith(fragment)
+    """Whether `fragment` is the start of an entry whose write was cut short, or NUL bytes where a
+    write was lost."""
+    return fragment.startswith(ENTRY_START) or ENTRY_START.startswith(fragment) or not fragment.strip(b"\0")
 
 
 def _split(line: bytes) -> list[bytes]:
     """A line as the entries written onto it: a torn entry followed by whole ones."""
-    starts = [index for index in range(len(line)) if line.startswith(ENTRY_START, index)] or [0]
+    starts = [index for index in range(len(line)) if line.startswith(ENTRY_START, index)
+              or (line[index:index + 1] == b"\0" and line[index - 1:index] not in (b"", b"\0"))] or [0]
     if starts[0] != 0:
         starts.insert(0, 0)
     return [line[start:end] for start, end in zip(starts, starts[1:] + [len(line)])]
@@ -61,7 +65,10 @@ def check(path: Path, label: str) -> None:
     if path.exists() and path.stat().st_size:
         with open(path, "rb") as file:
             first = file.readline(1 << 20)  # a first line longer than this passes as a torn one
-        if not (_entry(first.rstrip(b"\r\n")) or (not first.endswith(b"\n") and _torn(first))):
+        fragments = _split(first.rstrip(b"\r\n"))
+        ended = first.endswith(b"\n")  # then it holds a whole entry; else it may be torn bytes alone
+        if not (all(_entry(fragment) or _torn(fragment) for fragment in fragments)
+                and (not ended or any(map(_entry, fragments)))):
             raise NotAJournal(f"{label} is not an Optuna journal (its first line is not a journal entry); "
                                "give a new file name, or the journal of an existing study")
 
