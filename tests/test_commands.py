@@ -1,4 +1,5 @@
 """`tuner search`, `list`, `show` and `devices` from the command line, on the simulator."""
+import contextlib
 import json
 import os
 import re
@@ -76,6 +77,40 @@ def test_paths_given_with_a_tilde_no_shell_expanded_go_to_the_home_directory(tmp
     assert "--cache-dir " + str(tmp_path / "home" / "cache") in capsys.readouterr().out
     assert (tmp_path / "home" / "studies.journal").is_file() and len(_list(capsys, tmp_path / "home" / "cache")) == 1
     assert not (tmp_path / "~").exists()
+
+
+@pytest.mark.parametrize("how", ["--cache-dir", "TUNER_CACHE_DIR", "TUNER_KERNEL_DIR", "--storage"])
+def test_a_tilde_naming_no_user_is_refused_in_one_line_and_creates_nothing(tmp_path, capsys, monkeypatch, how):
+    """Left as it is, ~nouser/x would be a folder named ~nouser in the current directory."""
+    monkeypatch.chdir(tmp_path)
+    path = "~tuner-no-such-user-3f9/x"
+    args = ["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1"]
+    if how.startswith("--"):
+        args.append(f"{how}={path}")
+    else:
+        monkeypatch.setenv(how, path)
+    if how in ("TUNER_KERNEL_DIR", "--storage"):
+        args += ["--cache-dir", str(tmp_path / "cache")]
+    with pytest.raises(SystemExit) if how.startswith("--") else contextlib.nullcontext() as refused:
+        assert main(args) == 2
+    assert refused is None or refused.value.code == 2  # argparse's refusal of an option
+    err = capsys.readouterr().err
+    assert f"{path}: ~tuner-no-such-user-3f9 names no user on this machine" in err and err.count("\n") == 1, err
+    assert not list(tmp_path.glob("~*")) and not list(tmp_path.rglob("*.json"))
+
+
+@pytest.mark.parametrize("file", ["records", "records/cuda-numba-cuda-simulator-on-x86-64-{fingerprint}"])
+def test_a_file_where_the_records_folder_should_be_is_named_before_the_search_starts(tmp_path, capsys, file):
+    from tuner.backends import CUDA
+    from tuner.runtime import open_runtime
+
+    blocker = tmp_path / file.format(fingerprint=open_runtime(CUDA, simulate=True).device.fingerprint)
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("")
+    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir",
+                 str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"a file is where a folder is needed; move it away: '{blocker}'" in err and err.count("\n") == 1, err
 
 
 def test_a_relative_storage_path_is_recorded_as_an_absolute_one(tmp_path, capsys, monkeypatch):

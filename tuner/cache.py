@@ -22,7 +22,7 @@ from pathlib import Path
 import platformdirs
 
 from . import record
-from .disk import locked, read_regular_file, write_atomically
+from .disk import locked, read_regular_file, user_path, write_atomically
 
 
 class CacheError(ValueError):
@@ -31,12 +31,6 @@ class CacheError(ValueError):
 
 class MisfiledRecord(CacheError):
     """A sound record at another record's path; the message says what to do."""
-
-
-def user_path(given: str | os.PathLike) -> Path:
-    """A path as a user wrote it, with a leading ~ expanded as a shell would (a shell leaves it in
-    `--cache-dir=~/x`, and environment files leave it too)."""
-    return Path(os.path.expanduser(given))
 
 
 def cache_dir(override: str | os.PathLike | None = None, option: str = "--cache-dir ") -> Path:

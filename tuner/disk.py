@@ -12,17 +12,30 @@ import tempfile
 from pathlib import Path
 
 
+def user_path(given: str | os.PathLike) -> Path:
+    """A path as a user wrote it, with a leading ~ expanded as a shell would (a shell leaves it in
+    `--cache-dir=~/x`, and environment files leave it too); ValueError for a ~user that names no
+    user here, which would otherwise be taken as a folder of that name in the current directory."""
+    expanded = os.path.expanduser(given)
+    if str(expanded).startswith("~"):
+        raise ValueError(f"{given}: {str(expanded).split(os.sep)[0]} names no user on this machine; give the "
+                         "path in full")
+    return Path(expanded)
+
+
 class NotARegularFile(OSError):
     """A FIFO, a device or a folder where a file was to be read."""
 
 
 def make_dirs(directory: Path) -> None:
     """Create `directory` and each missing folder above it with mode 700, whatever the umask (a
-    folder of 775 would make the kernel directory below it unsafe: kernel.private_dir)."""
-    for folder in reversed(directory.parents):
+    folder of 775 would make the kernel directory below it unsafe: kernel.private_dir); a file
+    where one of them should be is named in a NotADirectoryError."""
+    for folder in [*reversed(directory.parents), directory]:
         if not folder.exists():
             folder.mkdir(mode=0o700, exist_ok=True)
-    directory.mkdir(mode=0o700, exist_ok=True)
+        elif not folder.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "a file is where a folder is needed; move it away", str(folder))
 
 
 class FileLock:

@@ -118,7 +118,7 @@ class Search:
                              "choose another --study name")
         self.study.set_user_attr("identity", identity)
 
-    def _check_writable(self) -> None:
+    def check_writable(self) -> None:
         """Stop before anything is measured where the record or the kernel files could not be
         written: the record's lock is taken (its folder made) and the kernel directory checked."""
         with disk.locked(self.path):
@@ -190,7 +190,7 @@ class Search:
         measured variants, counting every worker's; Ctrl-C and SIGTERM stop cleanly. With
         `compile_workers`, as many suggestions are asked ahead and compiled in that many worker
         processes while this one measures (compile_ahead.py)."""
-        self._check_writable()
+        self.check_writable()
         if warm:
             self.warm_start()
         outcome = Outcome()

@@ -18,8 +18,13 @@ def add_storage(parser: argparse.ArgumentParser, default: str) -> None:
 
 
 def _path(text: str) -> str:
-    """A path with a leading ~ expanded, which a shell leaves in `--option=~/x`."""
-    return os.path.expanduser(text)
+    """A path with a leading ~ expanded, which a shell leaves in `--option=~/x` (disk.user_path)."""
+    from ..disk import user_path
+
+    try:
+        return str(user_path(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _storage(text: str) -> str:

@@ -97,6 +97,7 @@ def _search(args) -> int:
     root = cache.cache_dir(args.cache_dir)
     search = Search(runtime, problem, root=root, seed=args.seed, sampler=args.sampler,
                     storage=args.storage, name=args.study, heartbeat=args.heartbeat)
+    search.check_writable()  # before the header: a folder that cannot be written is all the run says
     unit = " (simulated)" if runtime.simulated else ""
     measured = search.measured_count()
     spent = args.trials is not None and measured >= args.trials  # a rerun of a finished study
