@@ -147,6 +147,16 @@ def test_devices_shows_the_simulator_fingerprints(capsys):
     assert len({d["fingerprint"] for d in devices}) == 2
 
 
+def test_devices_takes_its_backend_from_tuner_backend_as_the_other_commands_do(capsys, monkeypatch):
+    monkeypatch.setenv("TUNER_BACKEND", "roc")
+    assert main(["devices", "--json"]) == 0
+    assert {device["backend"] for device in json.loads(capsys.readouterr().out)} == {"roc"}
+    monkeypatch.setenv("TUNER_BACKEND", "foo")
+    assert main(["devices"]) == 2
+    err = capsys.readouterr().err
+    assert "TUNER_BACKEND='foo' names no backend" in err and err.count("\n") == 1
+
+
 @pytest.mark.parametrize("argv, message", [
     (["search", "--backend", "cuda", "--shape", "0", "16", "16"], "--shape: must be a whole number, at least 1"),
     (["search", "--backend", "cuda", "--shape", "512", "512", "512"], "too large for the simulator"),

@@ -4,12 +4,13 @@ import sys
 
 from ..backends import BACKENDS, get_backend
 from .. import simulator
-from ..runtime import RuntimeUnavailable, open_runtime
+from ..runtime import RuntimeUnavailable, chosen_backend, open_runtime
 
 
 def _devices(args) -> int:
     found = []
-    for name in ([args.backend] if args.backend else list(BACKENDS)):
+    chosen = chosen_backend(args.backend)
+    for name in ([chosen] if chosen else list(BACKENDS)):
         if simulator.enabled():
             print(f"{name}: GPUs not probed: NUMBA_ENABLE_CUDASIM=1", file=sys.stderr)
         else:
@@ -29,6 +30,7 @@ def _devices(args) -> int:
 
 def add_parsers(subparsers) -> None:
     devices = subparsers.add_parser("devices", help="print the detected devices and their fingerprints")
-    devices.add_argument("--backend", choices=tuple(BACKENDS))
+    devices.add_argument("--backend", choices=tuple(BACKENDS),
+                         help="cuda or roc (default: $TUNER_BACKEND, else both)")
     devices.add_argument("--json", action="store_true")
     devices.set_defaults(run=_devices)
