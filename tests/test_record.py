@@ -174,3 +174,18 @@ def test_a_time_is_in_ms_to_four_significant_digits(seconds, said):
     from tuner.formats import duration
 
     assert duration(seconds) == said
+
+
+@pytest.mark.parametrize("gflops, said", [(30912.4, "30,912 GFLOP/s"), (1.21e-5, "1.21e-05 GFLOP/s"),
+                                          (1e308, "1e+308 GFLOP/s"), (float("inf"), "inf GFLOP/s")])
+def test_a_rate_no_measurement_could_make_is_shown_in_three_digits(gflops, said):
+    """A record edited by hand may claim 1e308 GFLOP/s: its message names it in a few characters."""
+    from tuner.formats import rate
+
+    assert rate(gflops) == said
+
+
+def test_a_time_no_measurement_could_make_is_shown_in_four_digits():
+    from tuner.formats import duration
+
+    assert duration(1e300) == "1e+303 ms"

@@ -1,10 +1,15 @@
 """How numbers are printed everywhere: counts, rates and times, one format each."""
 
 
+# Past these, a number is no measurement (a record edited by hand) and is shown in three digits,
+# not in hundreds.
+_LARGEST_RATE, _LARGEST_MILLISECONDS = 1e12, 1e12
+
+
 def rate(gflops: float) -> str:
     """A rate as it is printed everywhere: whole GFLOP/s with thousands separators from 100 up (a
     GPU's 30,912, not 3.09e+04), three significant digits below (a simulated rate is tiny)."""
-    return f"{gflops:,.0f} GFLOP/s" if gflops >= 100 else f"{gflops:.3g} GFLOP/s"
+    return f"{gflops:,.0f} GFLOP/s" if 100 <= gflops < _LARGEST_RATE else f"{gflops:.3g} GFLOP/s"
 
 
 def duration(seconds: float) -> str:
@@ -12,7 +17,7 @@ def duration(seconds: float) -> str:
     0.01234 ms, a simulated 348.9 ms), whole ms with thousands separators from 1,000 up (a
     simulated 2,302 ms, not 2302 or 2.302e+03)."""
     milliseconds = seconds * 1e3
-    if float(f"{milliseconds:.4g}") >= 1000:  # 999.96 ms too, which four significant digits make 1000
+    if 1000 <= float(f"{milliseconds:.4g}") < _LARGEST_MILLISECONDS:  # 999.96 ms too, which 4 digits make 1000
         return f"{milliseconds:,.0f} ms"
     return f"{milliseconds:.4g} ms"
 
