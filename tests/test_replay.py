@@ -161,11 +161,17 @@ def test_a_sweep_file_is_read_in_its_precisions_space(tmp_path, dtype):
     (b"", "not a Kernel Tuner cache file"),
     (b"[1, 2]", "its top level is not an object"),
     (b'{"tune_params_keys": ["a"]}', "it lacks 'tune_params'"),
-    (b'{"tune_params_keys": 5, "tune_params": {}, "cache": {}}', "a field of the wrong type"),
+    (b'{"tune_params_keys": 5, "tune_params": {}, "cache": {}}', "its tune_params_keys must be a list of parameter"),
+    (b'{"tune_params_keys": "ab", "tune_params": {}, "cache": {}}', "its tune_params_keys must be a list of parameter"),
+    (b'{"tune_params_keys": [1], "tune_params": {}, "cache": {}}', "its tune_params_keys must be a list of parameter"),
+    (b'{"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": []}', "its cache must be an object of "
+                                                                            "configurations, not a list"),
+    (b'{"tune_params_keys": ["a"], "tune_params": {"a": 5}, "cache": {}}', "a field of the wrong type"),
     (b"\x1f\x8b not gzip", "neither JSON nor gzipped JSON"),
     (b'{"header": {}}\n', "not a tuner sweep file"),
     (b'{"header": {"device": {"backend": "cuda"}, "problem": "float32-8x8x8"}}\n', "not a tuner sweep file"),
     (b'{"header": {"device": {"backend": "cuda", "name": "x"}, "problem": 5}}\n', "not a tuner sweep file"),
+    (b'{"header": {}}\n{}\ngarbage\n', "line 3 is not JSON .Expecting value.; not a tuner sweep file"),
 ])
 def test_a_file_that_is_not_a_recording_is_refused_in_one_line(tmp_path, content, message):
     path = tmp_path / "bad.json"

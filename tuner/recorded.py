@@ -114,11 +114,16 @@ def _from_kernel_tuner(path: Path, document) -> RecordedSpace:
     if not isinstance(document, dict):
         raise RecordingError(f"{path}: not a Kernel Tuner cache file (its top level is not an object)")
     try:
-        names = list(document["tune_params_keys"])
+        names = document["tune_params_keys"]
+        if not (isinstance(names, list) and all(isinstance(name, str) for name in names)):
+            raise RecordingError(f"{path}: its tune_params_keys must be a list of parameter names, not {names!r:.80}")
         if len(set(names)) != len(names):
             raise RecordingError(f"{path}: its tune_params_keys name a parameter twice: {names}")
         domains = {name: _ordered(document["tune_params"][name]) for name in names}
         entries = document["cache"]
+        if not isinstance(entries, dict):
+            raise RecordingError(f"{path}: its cache must be an object of configurations, not a "
+                                 f"{type(entries).__name__}")
         results = {}
         for entry in entries.values():
             key = tuple(entry[name] for name in names)
@@ -217,7 +222,14 @@ def _from_sweep(path: Path, text: str) -> RecordedSpace:
         lines = [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
         if not text.endswith("\n"):
             lines = lines[:-1]  # cut off mid-line by a sweep that was killed
-        lines = [(number, json.loads(line)) for number, line in lines]
+        parsed = []
+        for number, line in lines:
+            try:
+                parsed.append((number, json.loads(line)))
+            except json.JSONDecodeError as error:
+                raise RecordingError(f"{path}: line {number} is not JSON ({error.msg}); not a tuner sweep "
+                                     "file") from None
+        lines = parsed
         header = lines[0][1]["header"]
         name = f"tuner {header['problem']} on {header['device']['name']}"
         dtype = header["problem"].rpartition("-")[0]  # the key is dtype-MxNxK, and a dtype may hold a dash
