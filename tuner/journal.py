@@ -46,7 +46,7 @@ def _torn(fragment: bytes) -> bool:
 
 
 def _split(line: bytes) -> list[bytes]:
-    """A line as the entries written onto it: a torn entry followed by whole ones."""
+    """A line as the pieces written onto it: a torn entry or a run of NUL bytes, and whole entries."""
     starts = [index for index in range(len(line)) if line.startswith(ENTRY_START, index)
               or (line[index:index + 1] == b"\0" and line[index - 1:index] not in (b"", b"\0"))] or [0]
     if starts[0] != 0:

@@ -160,7 +160,7 @@ def _from_t4(path: Path, document: dict) -> RecordedSpace:
         entries = document["results"]
         if not isinstance(entries, list):
             raise RecordingError(f"{path}: not a T4 results file (its results are not a list)")
-        unit = str(document.get("metadata", {}).get("timeunit") or "ms").lower()
+        unit = str((document.get("metadata") or {}).get("timeunit") or "ms").lower()
         names = list(entries[0]["configuration"]) if entries else []
         values = {name: [] for name in names}
         results = {}
