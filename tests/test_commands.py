@@ -408,3 +408,16 @@ def test_a_killed_search_loses_no_completed_trial_and_resumes(tmp_path, capsys):
     resumed = _study(tmp_path)
     assert len(_measured(resumed)) == len(measured) + 1
     assert not [t for t in resumed.trials if t.state.name == "RUNNING"]  # the killed worker's trial failed
+
+
+def test_a_search_of_another_study_says_once_that_its_record_replaces_the_cached_one(tmp_path, capsys):
+    args = ["search", "--backend", "cuda", "--simulate", *SMALL, "--cache-dir", str(tmp_path)]
+    assert main([*args, "--trials", "1"]) == 0
+    first = json.loads(next(tmp_path.glob("records/*/*.json")).read_text())["study"]
+    capsys.readouterr()
+    assert main([*args, "--trials", "2", "--study", "other"]) == 0
+    said = (f"tuner: this study's record of float32-16x16x16 replaces the cache record made by study "
+            f"'{first['name']}' in {first['storage']} (best ")
+    assert capsys.readouterr().err.count(said) == 1
+    assert main([*args, "--trials", "3", "--study", "other"]) == 0
+    assert "replaces the cache record" not in capsys.readouterr().err  # its own record now: nothing to say

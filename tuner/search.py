@@ -8,6 +8,7 @@ it (see storage.py); the cache record is rewritten after every measurement.
 import contextlib
 import os
 import time
+import warnings
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from . import cache, disk, record
 from .ceiling import Ceilings, why_not_measure
 from .compile_ahead import CompileAheadFailed, Compiled, CompilePool
 from .config import Tiling
+from .formats import rate
 from .kernel import check_kernel_dir, kernel_dir
 from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measured, Operands, measure
 from .problem import Problem
@@ -96,6 +98,7 @@ class Search:
         self._budget = None  # measured variants the study may hold, set by run
         self.protocol = SIMULATOR_PROTOCOL if runtime.simulated else GPU_PROTOCOL
         self.path = cache.record_path(root, runtime.device.slug, record.file_stem(problem))
+        self._replacing_said = False  # whether this search said it replaces another study's record
         self._answered = {}  # trial number -> whether the complete trial answers for its configuration
         self.history = {config_key(trial.params): trial
                         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
@@ -345,6 +348,21 @@ class Search:
         if told == Kind.MEASURED:
             self.history[config_key(frozen.params)] = frozen
 
+    def _say_if_replacing(self, built: record.Record) -> None:
+        """Warn, once, where this study's record replaces another study's (a new --study or
+        --storage for a product already tuned): the cache holds one record per product and device."""
+        if self._replacing_said:
+            return
+        self._replacing_said = True
+        try:
+            held = cache.read_record(self.path)
+        except (cache.CacheError, OSError):  # none yet, or one that cannot be read: nothing to say
+            return
+        if held.study != built.study:
+            warnings.warn(f"tuner: this study's record of {self.problem.key} replaces the cache record made by study "
+                          f"{held.study['name']!r} in {held.study['storage']} (best "
+                          f"{rate(held.best.measurement.gflops)})", stacklevel=3)
+
     def save(self) -> tuple[record.Record | None, Path | None]:
         """Write the study's best so far to the cache: the record as stored and its path, or
         (None, None) while no variant has passed."""
@@ -352,5 +370,6 @@ class Search:
             built = build_record(self.study, self.runtime, self.problem, self.storage_label)
             if built is None:
                 return None, None
+            self._say_if_replacing(built)
             cache.store(self.path, built)
         return cache.read_record(self.path), self.path
