@@ -358,7 +358,11 @@ class Search:
             held = cache.read_record(self.path)
         except (cache.CacheError, OSError):  # none yet, or one that cannot be read: nothing to say
             return
-        if held.study != built.study:
+        def where(study: dict) -> tuple[str, str]:  # a journal reached by a symbolic link is the same study
+            storage = study["storage"]
+            return study["name"], os.path.realpath(storage) if os.path.isabs(storage) else storage
+
+        if where(held.study) != where(built.study):
             warnings.warn(f"tuner: this study's record of {self.problem.key} replaces the cache record made by study "
                           f"{held.study['name']!r} in {held.study['storage']} (best "
                           f"{rate(held.best.measurement.gflops)})", stacklevel=3)
