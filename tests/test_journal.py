@@ -194,7 +194,8 @@ def test_a_journal_named_like_a_glob_pattern_removes_only_its_own_stale_temporar
     assert not own.exists() and other.exists()
 
 
-@pytest.mark.parametrize("where", ["at the end", "before an entry appended after them", "alone in the file"])
+@pytest.mark.parametrize("where", ["at the end", "before an entry appended after them", "alone in the file",
+                                   "inside a torn entry", "before a torn entry"])
 def test_nul_bytes_a_power_loss_left_are_moved_aside_and_the_study_goes_on(tmp_path, where):
     """A file system that grew the file but lost the data of a write leaves NUL bytes in its place."""
     storage = tmp_path / "study.journal"
@@ -204,12 +205,18 @@ def test_nul_bytes_a_power_loss_left_are_moved_aside_and_the_study_goes_on(tmp_p
     else:
         assert _search(tmp_path, storage).run(trials=1, timeout=None).measured == 1
         whole = storage.read_bytes()
+        *kept, last = whole.splitlines(keepends=True)
         if where == "at the end":
             storage.write_bytes(whole + zeros)
-        else:
-            *kept, last = whole.splitlines(keepends=True)
+        elif where == "before an entry appended after them":
             storage.write_bytes(b"".join(kept) + zeros + last)
-    with pytest.warns(journal.JournalRepairedWarning, match=f"the study journal {storage} had 100 torn bytes"):
+        elif where == "inside a torn entry":  # a page of the entry lost, a later one written
+            zeros = last[:20] + zeros + last[40:-1]
+            storage.write_bytes(whole + zeros)
+        else:
+            zeros += b'{"op_c'
+            storage.write_bytes(whole + zeros)
+    with pytest.warns(journal.JournalRepairedWarning, match=f"the study journal {storage} had {len(zeros)} torn bytes"):
         search = _search(tmp_path, storage)
     assert search.run(trials=1, timeout=None).measured == 1
     assert _measured(storage, tmp_path) == (1 if where == "alone in the file" else 2)
@@ -225,3 +232,12 @@ def test_garbage_at_the_end_of_a_journal_is_still_refused_unchanged(tmp_path):
     with pytest.raises(journal.JournalError, match="holds a line that is no Optuna journal entry"):
         _search(tmp_path, storage)
     assert storage.read_bytes() == damaged
+
+
+def test_a_file_of_nul_bytes_larger_than_a_power_loss_leaves_is_refused_unchanged(tmp_path):
+    storage = tmp_path / "study.journal"
+    with open(storage, "wb") as file:
+        file.truncate(journal.MAX_NULS + 2)
+    with pytest.raises(journal.NotAJournal, match="is not an Optuna journal"):
+        _search(tmp_path, storage)
+    assert storage.stat().st_size == journal.MAX_NULS + 2 and not list(tmp_path.glob("study.journal.torn-*"))

@@ -77,16 +77,18 @@ def test_a_cache_left_open_reads_like_a_closed_one(tmp_path, space_file, compres
     assert recorded.load(path).results == recorded.load(space_file).results
 
 
-def write_t4(path, *, unit=None, metadata_unit="miliseconds", scale=1.0) -> None:
-    """The space above as a Kernel Tuner output file in the T4 format, its times in `unit`
-    (else the file's `metadata_unit`) and multiplied by `scale`."""
+def write_t4(path, *, unit=None, metadata_unit="miliseconds", scale=1.0, cost_scale=1.0) -> None:
+    """The space above as a Kernel Tuner output file in the T4 format: its measured times in `unit`
+    (else the file's `metadata_unit`) multiplied by `scale`, its compile and run times in the file's
+    unit multiplied by `cost_scale`."""
     results = []
     for values in itertools.product(*DOMAINS.values()):
         entry = _entry(values)
         failure = {"InvalidConfig": "constraints", "RuntimeFailedConfig": "runtime"}.get(entry["time"], "correct")
         value = entry["time"] * scale if failure == "correct" else entry["time"]
         results.append({"configuration": dict(zip(DOMAINS, values)), "invalidity": failure,
-                        "times": {"compilation": 500.0 * scale, "validation": 10.0 * scale, "runtimes": [90.0 * scale]},
+                        "times": {"compilation": 500.0 * cost_scale, "validation": 10.0 * cost_scale,
+                                  "runtimes": [90.0 * cost_scale]},
                         "measurements": [{"name": "GFLOP/s", "value": 1.0, "unit": ""},
                                          {"name": "time", "value": value, "unit": unit or ""}],
                         "objectives": ["time"]})
@@ -96,12 +98,14 @@ def write_t4(path, *, unit=None, metadata_unit="miliseconds", scale=1.0) -> None
     path.write_bytes(gzip.compress(json.dumps(document).encode()))
 
 
-@pytest.mark.parametrize("unit, metadata_unit, scale", [
-    (None, "miliseconds", 1.0), (None, None, 1.0), ("ms", "seconds", 1.0), (None, "seconds", 1e-3), ("us", None, 1e3),
-], ids=["file-in-ms", "no-unit-is-ms", "measurement-unit-first", "file-in-s", "measurement-in-us"])
-def test_a_t4_output_file_reads_as_the_cache_of_the_same_space(tmp_path, space_file, unit, metadata_unit, scale):
+@pytest.mark.parametrize("unit, metadata_unit, scale, cost_scale", [
+    (None, "miliseconds", 1.0, 1.0), (None, None, 1.0, 1.0), ("ms", "seconds", 1.0, 1e-3),
+    (None, "seconds", 1e-3, 1e-3), ("us", None, 1e3, 1.0), (None, "nanoseconds", 1e6, 1e6),
+], ids=["file-in-ms", "no-unit-is-ms", "measurement-unit-first", "file-in-s", "measurement-in-us", "file-in-ns"])
+def test_a_t4_output_file_reads_as_the_cache_of_the_same_space(tmp_path, space_file, unit, metadata_unit, scale,
+                                                                cost_scale):
     path = tmp_path / "bowl_T4.json.gz"
-    write_t4(path, unit=unit, metadata_unit=metadata_unit, scale=scale)
+    write_t4(path, unit=unit, metadata_unit=metadata_unit, scale=scale, cost_scale=cost_scale)
     space, cache = recorded.load(path), recorded.load(space_file)
     assert space.domains == cache.domains
     assert set(space.results) == set(cache.results)
@@ -118,7 +122,8 @@ def test_a_t4_output_file_reads_as_the_cache_of_the_same_space(tmp_path, space_f
     (lambda document: document["results"][0]["measurements"][1].update(unit="fortnights"),
      "its time unit 'fortnights' is not one of"),
     (lambda document: document["results"][0].pop("invalidity"), "a result lacks 'invalidity'"),
-], ids=["results-not-a-list", "no-time", "other-parameters", "unknown-unit", "no-invalidity"])
+    (lambda document: document.update(metadata={"timeunit": "fortnights"}), "its time unit 'fortnights' is not one of"),
+], ids=["results-not-a-list", "no-time", "other-parameters", "unknown-unit", "no-invalidity", "unknown-file-unit"])
 def test_a_broken_t4_file_is_refused_in_one_line(tmp_path, change, message):
     path = tmp_path / "bowl_T4.json.gz"
     write_t4(path)
@@ -584,3 +589,16 @@ def test_tuner_replay_refuses_seeds_past_the_last_before_searching(space_file, c
     assert main(["replay", str(space_file), "--seed", "4294967295", "--repeat", "2"]) == 2
     err = capsys.readouterr().err
     assert "choose a smaller --seed" in err and err.count("\n") == 1, err
+
+
+def test_a_failed_t4_result_needs_no_measurement(tmp_path, space_file):
+    path = tmp_path / "bowl_T4.json.gz"
+    write_t4(path)
+    document = json.loads(gzip.decompress(path.read_bytes()))
+    for result in document["results"]:
+        if result["invalidity"] != "correct":
+            del result["measurements"]
+    path.write_text(json.dumps(document))
+    space, cache = recorded.load(path), recorded.load(space_file)
+    assert {key: (result.seconds, result.failure) for key, result in space.results.items()} == {
+        key: (result.seconds, result.failure) for key, result in cache.results.items()}

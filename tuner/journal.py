@@ -17,6 +17,8 @@ from pathlib import Path
 from .disk import remove_stale_temporaries, write_atomically
 
 ENTRY_START = b'{"op_code":'
+# NUL bytes that a power loss leaves come from a few unwritten pages; more is no journal's.
+MAX_NULS = 1 << 20
 
 
 class JournalError(ValueError):
@@ -40,17 +42,20 @@ def _entry(fragment: bytes) -> bool:
 
 
 def _torn(fragment: bytes) -> bool:
-    """Whether `fragment` is the start of an entry whose write was cut short, or NUL bytes where a
-    write was lost."""
-    return fragment.startswith(ENTRY_START) or ENTRY_START.startswith(fragment) or not fragment.strip(b"\0")
+    """Whether `fragment` is the start of an entry whose write was cut short, after the NUL bytes,
+    if any, that a power loss left where a write was lost."""
+    start = fragment.lstrip(b"\0")
+    if len(fragment) - len(start) > MAX_NULS:
+        return False
+    return start.startswith(ENTRY_START) or ENTRY_START.startswith(start)
 
 
 def _split(line: bytes) -> list[bytes]:
-    """A line as the pieces written onto it: a torn entry or a run of NUL bytes, and whole entries."""
-    starts = [index for index in range(len(line)) if line.startswith(ENTRY_START, index)
-              or (line[index:index + 1] == b"\0" and line[index - 1:index] not in (b"", b"\0"))] or [0]
-    if starts[0] != 0:
-        starts.insert(0, 0)
+    """A line as the entries written onto it: a torn entry (or NUL bytes) followed by whole ones."""
+    starts, found = [0], line.find(ENTRY_START, 1)
+    while found != -1:
+        starts.append(found)
+        found = line.find(ENTRY_START, found + 1)
     return [line[start:end] for start, end in zip(starts, starts[1:] + [len(line)])]
 
 
@@ -64,7 +69,7 @@ def check(path: Path, label: str) -> None:
         raise NotAJournal(f"{label} is not a file; give a journal file path")
     if path.exists() and path.stat().st_size:
         with open(path, "rb") as file:
-            first = file.readline(1 << 20)  # a first line longer than this passes as a torn one
+            first = file.readline(MAX_NULS + 2)  # a longer first line passes as a torn one, unless it is NULs
         fragments = _split(first.rstrip(b"\r\n"))
         ended = first.endswith(b"\n")  # then it holds a whole entry; else it may be torn bytes alone
         if not (all(_entry(fragment) or _torn(fragment) for fragment in fragments)
@@ -107,5 +112,5 @@ def repair(path: Path, label: str) -> None:
     write_atomically(path, repaired, keep_mode=True)
     if torn:
         warnings.warn(f"tuner: the study journal {label} had {sum(map(len, torn))} torn bytes (a write cut short by "
-                      f"a crash or a full disk); they were moved to {aside}, and the study goes on",
+                      f"a crash, a power loss or a full disk); they were moved to {aside}, and the study goes on",
                       JournalRepairedWarning, stacklevel=3)

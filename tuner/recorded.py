@@ -148,19 +148,30 @@ def _from_kernel_tuner(path: Path, document) -> RecordedSpace:
 # T4's failures, under the names a Kernel Tuner cache gives them; "constraints" is an invalid
 # combination, which a cache leaves out too.
 _T4_FAILURES = {"compile": "CompilationFailedConfig", "runtime": "RuntimeFailedConfig", "correctness": "correctness"}
-_T4_UNITS = {"s": 1.0, "seconds": 1.0, "ms": 1e-3, "milliseconds": 1e-3, "miliseconds": 1e-3, "us": 1e-6,
-             "microseconds": 1e-6}
+# T4's time units, each as how many make a second (divided by, as a Kernel Tuner cache's ms are).
+_T4_UNITS = {"s": 1.0, "seconds": 1.0, "ms": 1e3, "milliseconds": 1e3, "miliseconds": 1e3, "us": 1e6,
+             "microseconds": 1e6, "ns": 1e9, "nanoseconds": 1e9}
+
+
+def _t4_per_second(path: Path, unit) -> float:
+    """How many of a T4 time unit make a second."""
+    per_second = _T4_UNITS.get(str(unit).lower())
+    if per_second is None:
+        raise RecordingError(f"{path}: its time unit {unit!r} is not one of: {', '.join(_T4_UNITS)}")
+    return per_second
 
 
 def _from_t4(path: Path, document: dict) -> RecordedSpace:
     """A Kernel Tuner output file in the T4 format (results, schema_version): the domains are the
-    values its configurations take, and each time is the measurement named "time", in its unit,
-    else the file's time unit (metadata.timeunit), else milliseconds as Kernel Tuner writes them."""
+    values its configurations take. Times are in the file's unit (metadata.timeunit), else in
+    milliseconds as Kernel Tuner writes them; a correct result's time is its measurement named
+    "time", in that measurement's unit where it gives one. A failed result needs no measurement."""
     try:
         entries = document["results"]
         if not isinstance(entries, list):
             raise RecordingError(f"{path}: not a T4 results file (its results are not a list)")
-        unit = str((document.get("metadata") or {}).get("timeunit") or "ms").lower()
+        unit = (document.get("metadata") or {}).get("timeunit") or "ms"
+        per_second = _t4_per_second(path, unit)
         names = list(entries[0]["configuration"]) if entries else []
         values = {name: [] for name in names}
         results = {}
@@ -176,20 +187,19 @@ def _from_t4(path: Path, document: dict) -> RecordedSpace:
             if invalidity == "constraints" or key in results:
                 continue
             times = entry.get("times") or {}
-            cost = sum(times.get(field) or 0 for field in ("compilation", "validation"))
-            cost += times["benchmark"] if times.get("benchmark") else sum(times.get("runtimes") or ())
-            time = next(measured for measured in entry["measurements"] if measured["name"] == "time")
-            scale = _T4_UNITS.get(str(time.get("unit") or unit).lower())
-            if scale is None:
-                raise RecordingError(f"{path}: its time unit {time.get('unit') or unit!r} is not one of: "
-                                     f"{', '.join(_T4_UNITS)}")
-            seconds = time["value"]
+            spent = sum(times.get(field) or 0 for field in ("compilation", "compilation_time", "validation"))
+            spent += times["benchmark"] if times.get("benchmark") else sum(times.get("runtimes") or ())
+            cost = spent / per_second
             if invalidity != "correct":
-                results[key] = Result(None, _T4_FAILURES.get(invalidity, str(invalidity)), cost * scale)
-            elif _positive_seconds(seconds) and seconds * scale > 0:
-                results[key] = Result(seconds * scale, "", cost * scale)
+                results[key] = Result(None, _T4_FAILURES.get(invalidity, str(invalidity)), cost)
+                continue
+            time = next(measured for measured in entry["measurements"] if measured["name"] == "time")
+            seconds = (time["value"] / _t4_per_second(path, time.get("unit") or unit)
+                       if _positive_seconds(time["value"]) else 0)
+            if seconds > 0:
+                results[key] = Result(seconds, "", cost)
             else:
-                results[key] = Result(None, f"time {seconds!r}", cost * scale)
+                results[key] = Result(None, f"time {time['value']!r}", cost)
     except StopIteration:
         raise RecordingError(f"{path}: a T4 result has no measurement named 'time', which a replay needs") from None
     except KeyError as error:

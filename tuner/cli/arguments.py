@@ -21,6 +21,8 @@ def _path(text: str) -> str:
     """A path with a leading ~ expanded, which a shell leaves in `--option=~/x` (disk.user_path)."""
     from ..disk import user_path
 
+    if not text:
+        return text  # empty: not given (`--cache-dir "$UNSET"`), as an empty environment variable is
     try:
         return str(user_path(text))
     except ValueError as error:
