@@ -12,10 +12,17 @@ PACKAGES = ("numba", "numba-cuda", "llvmlite", "numpy", "jinja2", "optuna", "ker
 
 
 def commit() -> str:
-    """The checked-out commit, marked where the code measured (tuner/ or bench/) differs from it."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    clean = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "tuner", "bench"], cwd=ROOT).returncode == 0
-    return head.strip() + ("" if clean else " (tuner/ or bench/ modified)")
+    """The checked-out commit, marked where the code measured (tuner/ or bench/) differs from it;
+    "unknown" outside a git checkout, or without git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        clean = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "tuner", "bench"], cwd=ROOT,
+                               capture_output=True).returncode == 0
+    except OSError:
+        return "unknown"
+    if head.returncode:
+        return "unknown"
+    return head.stdout.strip() + ("" if clean else " (tuner/ or bench/ modified)")
 
 
 def _version(name: str) -> str | None:

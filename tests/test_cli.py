@@ -179,8 +179,8 @@ def test_a_warning_during_a_search_gets_a_line_of_its_own_above_the_progress_bar
     assert warnings.showwarning is not None and "above" not in warnings.showwarning.__name__
 
 
-def test_the_command_line_loads_without_numpy_or_numba():
-    """So that it starts at once, and a Ctrl-C while it loads the commands is caught by main."""
+def test_importing_the_command_line_loads_neither_numpy_nor_numba():
+    """So that main starts at once: it imports the commands, and catches a Ctrl-C while they load."""
     code = "import sys, tuner, tuner.cli; print(sorted({'numpy', 'numba', 'optuna'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n", done.stdout
@@ -204,3 +204,6 @@ def test_the_public_names_load_at_their_first_use():
     assert done.stdout == "tuner.tuned tuner.config tuner.tuned True\n", done.stdout
     missing = subprocess.run([sys.executable, "-c", "import tuner; tuner.nothing"], capture_output=True, text=True)
     assert "AttributeError: module 'tuner' has no attribute 'nothing'" in missing.stderr
+    probed = "import tuner; print(hasattr(tuner, '__main__'), hasattr(tuner, 'a.b'), hasattr(tuner, ''))"
+    assert subprocess.run([sys.executable, "-c", probed], capture_output=True, text=True,
+                          check=True).stdout == "False False False\n"

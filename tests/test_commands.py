@@ -95,7 +95,8 @@ def test_a_tilde_naming_no_user_is_refused_in_one_line_and_creates_nothing(tmp_p
         assert main(args) == 2
     assert refused is None or refused.value.code == 2  # argparse's refusal of an option
     err = capsys.readouterr().err
-    assert f"{path}: ~tuner-no-such-user-3f9 names no user on this machine" in err and err.count("\n") == 1, err
+    named = f"{how}=" if how.startswith("TUNER") else ""
+    assert f"{named}{path}: ~tuner-no-such-user-3f9 names no user on this machine" in err and err.count("\n") == 1, err
     assert not list(tmp_path.glob("~*")) and not list(tmp_path.rglob("*.json"))
 
 
@@ -130,13 +131,13 @@ def test_a_relative_storage_path_is_recorded_as_an_absolute_one(tmp_path, capsys
     assert _storage("sqlite+pysqlite:///rel.db") == f"sqlite+pysqlite:///{tmp_path / 'rel.db'}"
 
 
-@pytest.mark.parametrize("storage", ["sqlite:///", "sqlite://", "sqlite:///:memory:"])
+@pytest.mark.parametrize("storage", ["sqlite:///", "sqlite://", "sqlite:///:memory:", "sqlite:///x?mode=memory&uri=true"])
 def test_a_database_in_memory_is_refused_before_anything_is_measured(tmp_path, capsys, storage):
     """What a search measured there would be gone when it ended, although it says a rerun resumes."""
     assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir", str(tmp_path),
                  "--storage", storage]) == 2
     err = capsys.readouterr().err
-    assert f"--storage '{storage}' is a database in memory" in err and err.count("\n") == 1, err
+    assert "is a database in memory" in err and err.count("\n") == 1, err
     assert not list(tmp_path.rglob("*.json"))
 
 

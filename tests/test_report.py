@@ -158,7 +158,8 @@ def test_show_source_prints_the_best_configurations_kernel(searched, capsys):
     source = render(Space.of(get_backend("cuda"), "float32"), found.best.config)
     assert out.endswith(source) and "records hold no source" in out and found.study["name"] in out
     assert main(["show", cache.record_id(root, path), "--source", "--json", "--cache-dir", str(root)]) == 0
-    assert json.loads(capsys.readouterr().out)["source"] == source
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["source"] == source and shown["source_config"] == found.best.config.as_dict()
 
 
 def test_show_source_prints_the_kernel_that_matmul_runs_where_the_best_breaks_a_rule(searched, tmp_path, capsys):
@@ -175,6 +176,8 @@ def test_show_source_prints_the_kernel_that_matmul_runs_where_the_best_breaks_a_
     runner_up = cache.read_record(path).runners_up[0].config
     assert out.endswith(render(Space.of(get_backend("cuda"), "float32"), runner_up))
     assert "# the kernel of its best configuration valid in this version's space, which tuner.matmul runs" in out
+    assert main(["show", cache.record_id(root, path), "--source", "--json", "--cache-dir", str(root)]) == 0
+    assert json.loads(capsys.readouterr().out)["source_config"] == runner_up.as_dict()
     for entry in data["runners_up"]:
         entry["config"]["block_m"] = 7
     path.write_text(json.dumps(data))

@@ -19,12 +19,12 @@ __all__ = sorted(_PUBLIC)
 
 def __getattr__(name: str):
     """A public name, imported from its module at its first use; a submodule, imported as `import
-    tuner.name` would."""
+    tuner.name` would (not `__main__`, which would run the command line, nor another private one)."""
     if name in _PUBLIC:
         value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
         globals()[name] = value
         return value
-    if importlib.util.find_spec(f".{name}", __name__) is not None:
+    if name.isidentifier() and not name.startswith("_") and importlib.util.find_spec(f".{name}", __name__):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -41,7 +41,8 @@ def cache_dir(override: str | os.PathLike | None = None, option: str = "--cache-
     if override:
         root, given = user_path(override), f"{option}{override}"
     elif os.environ.get("TUNER_CACHE_DIR"):
-        root, given = user_path(os.environ["TUNER_CACHE_DIR"]), f"TUNER_CACHE_DIR={os.environ['TUNER_CACHE_DIR']}"
+        root = user_path(os.environ["TUNER_CACHE_DIR"], "TUNER_CACHE_DIR")
+        given = f"TUNER_CACHE_DIR={os.environ['TUNER_CACHE_DIR']}"
     else:
         root, given = _user_cache_dir(), f"the cache directory {_user_cache_dir()}"
     if root.exists() and not root.is_dir():

@@ -12,14 +12,15 @@ import tempfile
 from pathlib import Path
 
 
-def user_path(given: str | os.PathLike) -> Path:
-    """A path as a user wrote it, with a leading ~ expanded as a shell would (a shell leaves it in
-    `--cache-dir=~/x`, and environment files leave it too); ValueError for a ~user that names no
-    user here, which would otherwise be taken as a folder of that name in the current directory."""
+def user_path(given: str | os.PathLike, setting: str = "") -> Path:
+    """A path as a user wrote it (in the environment variable `setting`, if one), with a leading ~
+    expanded as a shell would (a shell leaves it in `--cache-dir=~/x`, and environment files leave
+    it too); ValueError for a ~user that names no user here, which would otherwise be taken as a
+    folder of that name in the current directory."""
     expanded = os.path.expanduser(given)
     if str(expanded).startswith("~"):
-        raise ValueError(f"{given}: {str(expanded).split(os.sep)[0]} names no user on this machine; give the "
-                         "path in full")
+        raise ValueError(f"{setting + '=' if setting else ''}{given}: {str(expanded).split(os.sep)[0]} names no "
+                         "user on this machine; give the path in full")
     return Path(expanded)
 
 

@@ -47,7 +47,7 @@ def kernel_dir(cache_root: Path | None = None) -> Path:
     """Where rendered kernel files live: $TUNER_KERNEL_DIR, else <cache directory>/kernels
     (the cache directory being --cache-dir, else $TUNER_CACHE_DIR, else the user's)."""
     if os.environ.get("TUNER_KERNEL_DIR"):
-        return disk.user_path(os.environ["TUNER_KERNEL_DIR"])
+        return disk.user_path(os.environ["TUNER_KERNEL_DIR"], "TUNER_KERNEL_DIR")
     return (cache_root or cache.cache_dir()) / "kernels"
 
 
@@ -66,7 +66,8 @@ def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR, what: str = "the
     except OSError as error:
         if isinstance(error, (FileExistsError, NotADirectoryError)) and Path(error.filename) == directory:
             raise UnsafeKernelDirectory(f"{directory} exists and is not a directory; {remedy}") from None
-        raise UnsafeKernelDirectory(f"cannot create {what} {directory} ({error.strerror or error}); "
+        blocker = f": {error.filename}" if error.filename and Path(error.filename) != directory else ""
+        raise UnsafeKernelDirectory(f"cannot create {what} {directory} ({error.strerror or error}{blocker}); "
                                     f"{remedy}") from None
     problem = ("is a symbolic link" if stat.S_ISLNK(info.st_mode) else
                "is not a directory" if not stat.S_ISDIR(info.st_mode) else

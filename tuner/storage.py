@@ -196,7 +196,9 @@ class SharedStorage:
             raise ValueError(f"--storage {redacted(url)!r} cannot be opened: {redacted(reason, url)}; check the URL, "
                              "the server and the credentials") from None
         dialect, database = storage.engine.dialect.name, storage.engine.url.database
-        if dialect == "sqlite" and database in (None, "", ":memory:"):
+        in_memory = database in (None, "", ":memory:") or storage.engine.url.query.get("mode") == "memory"
+        if dialect == "sqlite" and in_memory:
+            storage.engine.dispose()
             raise ValueError(f"--storage {redacted(url)!r} is a database in memory, and what a search measures there "
                              "is lost when it ends; give a file (sqlite:///PATH), or leave --storage out")
         self.heartbeat = heartbeat

@@ -6,6 +6,7 @@ import sys
 from .. import cache
 from ..backends import get_backend
 from ..formats import counted, duration, rate
+from ..config import Tiling
 from ..record import Record
 from .arguments import add_cache_dir
 
@@ -80,10 +81,11 @@ def _show(args) -> int:
         raise ValueError(f"{len(matches)} records match {args.record!r} ({named}{more}); give a longer part of one")
     else:
         raise ValueError(f"no record matches {args.record!r}; `tuner list` shows the ids")
-    heading, source = _source(record) if args.source else (None, None)
+    heading, config, source = _source(record) if args.source else (None, None, None)
     data = record.as_dict()
     if args.json:
-        print(json.dumps({**data, "source": source} if args.source else data, indent=2, sort_keys=True))
+        shown = {**data, "source": source, "source_config": config.as_dict()} if args.source else data
+        print(json.dumps(shown, indent=2, sort_keys=True))
         return 0
     device = record.device
     print(f"{device.name} ({device.arch}, {counted(device.multiprocessors, 'multiprocessor')}), "
@@ -103,9 +105,9 @@ def _show(args) -> int:
     return 0
 
 
-def _source(record: Record) -> tuple[str, str]:
-    """What tuner.matmul runs from a record, its best configuration valid in this version's space,
-    said in a line, and its kernel source rendered from the installed templates."""
+def _source(record: Record) -> tuple[str, Tiling, str]:
+    """What tuner.matmul runs from a record, its best configuration valid in this version's space:
+    said in a line, the configuration, and its kernel source rendered from the installed templates."""
     from ..source import render
     from ..space import Space
 
@@ -115,9 +117,9 @@ def _source(record: Record) -> tuple[str, str]:
         raise ValueError(f"none of the record's configurations is valid in this version's space (its best: "
                          f"{space.broken_rules(record.best.config)[0]}); `tuner regenerate` re-tunes its product")
     if valid[0] == record.best.config:
-        return "the best configuration's kernel", render(space, valid[0])
+        return "the best configuration's kernel", valid[0], render(space, valid[0])
     return (f"the kernel of its best configuration valid in this version's space, which tuner.matmul runs (its best "
-            f"breaks a rule: {space.broken_rules(record.best.config)[0]})"), render(space, valid[0])
+            f"breaks a rule: {space.broken_rules(record.best.config)[0]})"), valid[0], render(space, valid[0])
 
 
 def add_parsers(subparsers) -> None:

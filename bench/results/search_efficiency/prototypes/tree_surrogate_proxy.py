@@ -2,7 +2,9 @@
 For each space and seed: fit on N random valid configurations (log time; failures at the worst),
 predict every unseen one, and report the best fraction of the optimum among the seen and the K
 predicted best."""
-import glob, sys
+import glob
+import sys
+
 import numpy as np
 from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
 from tuner.recorded import load
@@ -20,12 +22,15 @@ for path in sorted(glob.glob('../shared/data/*.json.gz')):
     for seed in range(SEEDS):
         rng = np.random.default_rng(seed)
         seen = rng.choice(len(keys), N, replace=False)
-        ys = y[seen].copy(); ys[np.isnan(ys)] = np.nanmax(ys)
+        ys = y[seen].copy()
+        ys[np.isnan(ys)] = np.nanmax(ys)
         rest = np.setdiff1d(np.arange(len(keys)), seen)
         out["seen"].append(frac[seen].max())
-        for name, model in (("et", ExtraTreesRegressor(200, min_samples_leaf=1, random_state=seed)),
-                            ("rf", RandomForestRegressor(200, min_samples_leaf=1, max_features=0.5, random_state=seed))):
+        models = (("et", ExtraTreesRegressor(200, min_samples_leaf=1, random_state=seed)),
+                  ("rf", RandomForestRegressor(200, min_samples_leaf=1, max_features=0.5, random_state=seed)))
+        for name, model in models:
             model.fit(X[seen], ys)
             top = rest[np.argsort(model.predict(X[rest]))[:K]]
             out[name].append(max(frac[seen].max(), frac[top].max()))
-    print(f"{path.split('benchmark_hub_')[1][:-8]:28s} " + " ".join(f"{n} {np.mean(v):.3f}" for n, v in out.items()), flush=True)
+    means = " ".join(f"{name} {np.mean(found):.3f}" for name, found in out.items())
+    print(f"{path.split('benchmark_hub_')[1][:-8]:28s} {means}", flush=True)
