@@ -132,8 +132,9 @@ def test_a_relative_storage_path_is_recorded_as_an_absolute_one(tmp_path, capsys
 
 
 @pytest.mark.parametrize("storage", ["sqlite:///", "sqlite://", "sqlite:///:memory:", "sqlite:///x?mode=memory&uri=true"])
-def test_a_database_in_memory_is_refused_before_anything_is_measured(tmp_path, capsys, storage):
+def test_a_database_in_memory_is_refused_before_anything_is_measured(tmp_path, capsys, monkeypatch, storage):
     """What a search measured there would be gone when it ended, although it says a rerun resumes."""
+    monkeypatch.chdir(tmp_path)  # where a relative database file would go
     assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir", str(tmp_path),
                  "--storage", storage]) == 2
     err = capsys.readouterr().err
