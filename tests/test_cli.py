@@ -207,3 +207,13 @@ def test_the_public_names_load_at_their_first_use():
     probed = "import tuner; print(hasattr(tuner, '__main__'), hasattr(tuner, 'a.b'), hasattr(tuner, ''))"
     assert subprocess.run([sys.executable, "-c", probed], capture_output=True, text=True,
                           check=True).stdout == "False False False\n"
+
+
+def test_an_empty_path_option_is_not_given(monkeypatch, tmp_path):
+    """`--cache-dir "$UNSET"` leaves the cache where TUNER_CACHE_DIR or the default puts it, not in
+    the current directory."""
+    from tuner.cache import cache_dir
+    from tuner.cli.arguments import _path
+
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
+    assert _path("") == "" and cache_dir(_path("")) == tmp_path
