@@ -244,12 +244,17 @@ def test_a_study_of_one_variant_is_said_in_the_singular_and_drawn_without_matplo
     assert "GFLOP/s (simulated CPU time) of the 1 variant that passed," in page
 
 
+def _searched_study(root, trials: int) -> optuna.Study:
+    """The study of a quiet simulated search of `trials` variants into the cache `root`."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--trials", str(trials),
+                     "--cache-dir", str(root)]) == 0
+    return find_study(root, None, None)[0]
+
+
 def test_a_trial_whose_measurement_the_tuner_did_not_make_is_left_out_of_the_report(tmp_path):
     root = tmp_path / "cache"
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert main(["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--trials", "2",
-                     "--cache-dir", str(root)]) == 0
-    study, _, _ = find_study(root, None, None)
+    study = _searched_study(root, 2)
     honest = max((trial for trial in study.trials if trial.value), key=lambda trial: trial.value)
     study.add_trial(optuna.trial.create_trial(params=honest.params, distributions=honest.distributions, value=9e9,
                                               user_attrs=honest.user_attrs, system_attrs=honest.system_attrs))
@@ -294,10 +299,7 @@ def test_a_study_whose_identity_is_not_an_object_has_none():
 
 def test_a_study_whose_identity_is_not_an_object_is_reported_without_a_record(tmp_path):
     root = tmp_path / "cache"
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert main(["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--trials", "1",
-                     "--cache-dir", str(root)]) == 0
-    study, _, _ = find_study(root, None, None)
+    study = _searched_study(root, 1)
     study.set_user_attr("identity", "x")
     assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "report.html").read_text()

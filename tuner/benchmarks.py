@@ -6,8 +6,9 @@ tuner/ only. Without --bench, the report looks in the repository's bench/results
 when tuner runs from a checkout.
 """
 import json
-import math
 from pathlib import Path
+
+from .schema import Count, Number
 
 BENCH_RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 BENCH_FILE = "versus_cublas.json"
@@ -34,11 +35,6 @@ def bench_results(path: Path) -> tuple[list[tuple[Path, dict]], list[str]]:
     return results, skipped
 
 
-def _rate(value) -> bool:
-    """Whether `value` is a rate a figure can draw: a finite number above 0 (not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
 def is_bench_result(result) -> bool:
     """Whether `result` holds what the report draws: a device name, a clock and rows of a dtype and a
     kernel named by strings, a shape of positive integers and a positive rate."""
@@ -47,8 +43,8 @@ def is_bench_result(result) -> bool:
             and all(isinstance(row, dict) and {"dtype", "shape", "kernel", "gflops"} <= set(row)
                     and isinstance(row["dtype"], str) and isinstance(row["kernel"], str)
                     and isinstance(row["shape"], list) and bool(row["shape"])
-                    and all(isinstance(size, int) and not isinstance(size, bool) and size > 0 for size in row["shape"])
-                    and _rate(row["gflops"]) for row in result["rows"]))
+                    and not any(Count(1)(size, "size") for size in row["shape"])
+                    and not Number(positive=True)(row["gflops"], "gflops") for row in result["rows"]))
 
 
 def bench_rows(result: dict) -> list[list[str]]:

@@ -32,6 +32,8 @@ def make_dirs(directory: Path) -> None:
     """Create `directory` and each missing folder above it with mode 700, whatever the umask (a
     folder of 775 would make the kernel directory below it unsafe: kernel.private_dir); a file
     where one of them should be is named in a NotADirectoryError."""
+    if directory.is_dir():  # the common case, at every acquire of a lock beside a study's journal
+        return
     for folder in [*reversed(directory.parents), directory]:
         if not folder.exists():
             folder.mkdir(mode=0o700, exist_ok=True)
