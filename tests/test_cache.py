@@ -11,6 +11,7 @@ from records import H100, make_record
 from tuner import cache
 from tuner.record import RUNNERS_UP
 from tuner.backends import CUDA
+from tuner import devices
 from tuner.devices import templates_hash
 from tuner.simulator import describe as describe_simulator
 from tuner.problem import Problem
@@ -35,6 +36,24 @@ def test_simulator_fingerprints_carry_the_templates_and_backend():
     cuda, roc = describe_simulator("cuda"), describe_simulator("roc")
     assert cuda.simulated and cuda.software["templates"] == templates_hash()
     assert cuda.fingerprint != roc.fingerprint and not cuda.peak_gflops
+
+
+@pytest.mark.parametrize("edited", ["matmul.py.j2", "mma.cu", *devices.GENERATOR_MODULES])
+def test_an_edit_of_a_template_or_of_the_code_that_renders_it_changes_the_templates_hash(monkeypatch, edited):
+    """A tuner whose kernels differ, by a template or by the Python that fills one in, has another
+    fingerprint, so its records are verified again rather than trusted."""
+    before, real = templates_hash(), devices.files
+
+    class Edited:
+        def __init__(self, folder):
+            self.folder = folder
+
+        def joinpath(self, name):
+            file = self.folder.joinpath(name)
+            return type("File", (), {"read_bytes": lambda _: file.read_bytes() + (b"#" if name == edited else b"")})()
+
+    monkeypatch.setattr(devices, "files", lambda package: Edited(real(package)))
+    assert templates_hash() != before
 
 
 CONFIGS = list(itertools.islice(Space.of(CUDA, "float32"), 8))

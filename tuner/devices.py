@@ -4,7 +4,8 @@ Each backend describes its own devices (tuner/backends/), the simulator its own 
 
 The fingerprint hashes everything that can change which kernel is fastest or whether a cached
 one still works: the device model and its size, the driver and runtime, the Numba packages and
-the templates. Two different GPUs never share it, and a change of software changes it.
+the templates with the code that fills them in. Two different GPUs never share it, and a change of
+software changes it.
 """
 import hashlib
 import json
@@ -13,13 +14,20 @@ from importlib import metadata
 from importlib.resources import files
 
 
+# The tuner's modules that decide a configuration's kernel: they fill in the templates (its source,
+# its jit options, its fragment offsets and types), or the kernels import them (the mma wrappers).
+GENERATOR_MODULES = ("config.py", "dtypes.py", "mma.py", "source.py")
+
+
 def templates_hash() -> str:
-    """A hash of every kernel template of the registered families (the report's page is not one)."""
+    """A hash of every kernel template of the registered families (the report's page is not one)
+    and of the GENERATOR_MODULES, so that a tuner whose kernels differ has another fingerprint."""
     from .family import templates
 
     digest = hashlib.sha256()
-    for name in templates():
-        digest.update(name.encode() + b"\0" + files("tuner.templates").joinpath(name).read_bytes())
+    for folder, names in (("tuner.templates", templates()), ("tuner", GENERATOR_MODULES)):
+        for name in names:
+            digest.update(name.encode() + b"\0" + files(folder).joinpath(name).read_bytes())
     return digest.hexdigest()[:16]
 
 
