@@ -427,7 +427,7 @@ FORGERIES = {
 def test_a_forged_trial_in_the_journal_reaches_neither_the_record_nor_the_prune_threshold(tmp_path, forge):
     """A trial appended to a study's journal by hand, claiming a rate the tuner did not measure, is
     left out of the record, with a warning, and of the best that sets the prune threshold, and its
-    configuration is measured again."""
+    configuration is queued and measured again."""
     search = _search(tmp_path)
     search.run(trials=1, timeout=None, warm=False)
     honest = _measured(search)[0]
@@ -443,7 +443,7 @@ def test_a_forged_trial_in_the_journal_reaches_neither_the_record_nor_the_prune_
     with pytest.warns(UserWarning, match="is left out"):
         again = _search(tmp_path)
         assert again.best_gflops() == honest.value
-        again.study.enqueue_trial(other.as_dict())
+        assert again.enqueue([other]) == [other]  # the warm start queues it again, as not measured
         again.run(trials=1, timeout=None, warm=False)
         assert again.measured(other).number == honest.number + 2
     assert [trial.number for trial in _measured(again) if trial.params == other.as_dict()] == [

@@ -61,7 +61,14 @@ class Outcome:
 
 
 def study_name(runtime: Runtime, problem: Problem) -> str:
+    """The default name of the study that tunes `problem` on the runtime's device."""
     return f"{problem.family}-{problem.key}-{runtime.device.fingerprint}"
+
+
+def _study_place(study: dict) -> tuple[str, str]:
+    """A record's study as its name and storage, where a journal reached by a symbolic link is the same."""
+    storage = study["storage"]
+    return study["name"], os.path.realpath(storage) if os.path.isabs(storage) else storage
 
 
 class Search:
@@ -131,7 +138,7 @@ class Search:
     def enqueue(self, configs: list[Tiling]) -> list[Tiling]:
         """Queue the configurations the study has neither measured, claimed nor queued; those
         queued (SharedStorage.enqueue)."""
-        queued = self.shared.enqueue(self.study, [config.as_dict() for config in configs])
+        queued = self.shared.enqueue(self.study, [config.as_dict() for config in configs], self._answers)
         return [self.space.config_type(**params) for params in queued]
 
     def warm_start(self) -> list[Tiling]:
@@ -358,11 +365,7 @@ class Search:
             held = cache.read_record(self.path)
         except (cache.CacheError, OSError):  # none yet, or one that cannot be read: nothing to say
             return
-        def where(study: dict) -> tuple[str, str]:  # a journal reached by a symbolic link is the same study
-            storage = study["storage"]
-            return study["name"], os.path.realpath(storage) if os.path.isabs(storage) else storage
-
-        if where(held.study) != where(built.study):
+        if _study_place(held.study) != _study_place(built.study):
             warnings.warn(f"tuner: this study's record of {self.problem.key} replaces the cache record made by study "
                           f"{held.study['name']!r} in {held.study['storage']} (best "
                           f"{rate(held.best.measurement.gflops)})", stacklevel=3)

@@ -276,15 +276,16 @@ class SharedStorage:
         """Whether the worker process `pid`, started at `when` ("" if unknown), still runs."""
         return _alive(pid) and (not when or started(pid) in (when, ""))
 
-    def enqueue(self, study: optuna.Study, configs: list[dict]) -> list[dict]:
+    def enqueue(self, study: optuna.Study, configs: list[dict], answers=is_measured) -> list[dict]:
         """Queue the configurations (parameters) the study has neither measured, claimed nor queued;
-        those queued. Under the workers' lock, so that workers starting together queue each one once."""
+        those queued. Under the workers' lock, so that workers starting together queue each one once.
+        Only a measured trial that `answers` for its configuration (as in claim) has measured it."""
         with self.lock.held(study.study_name):
             taken = {config_key(trial.params) if trial.state == TrialState.COMPLETE else
                      trial.user_attrs.get("queued") or trial.user_attrs.get("claim")
                      for trial in study.get_trials(deepcopy=False, states=(
                          TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE))
-                     if trial.state != TrialState.COMPLETE or is_measured(trial)}
+                     if trial.state != TrialState.COMPLETE or answers(trial)}
             queued = []
             for params in configs:
                 key = config_key(params)
