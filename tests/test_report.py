@@ -304,3 +304,18 @@ def test_a_study_whose_identity_is_not_an_object_is_reported_without_a_record(tm
     assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "report.html").read_text()
     assert "fingerprint unknown" in page and "no cache record of this study&#39;s product and device was found" in page
+
+
+def test_a_record_made_by_another_study_of_the_product_is_not_reported_as_this_studys_best(tmp_path):
+    from tuner.storage import open_storage
+
+    root = tmp_path / "cache"
+    made = _searched_study(root, 2)
+    _, label, _ = find_study(root, None, None)
+    other = optuna.create_study(study_name="other", storage=open_storage(label), direction="maximize")
+    other.set_user_attr("identity", identity(made))
+    assert main(["report", "--cache-dir", str(root), "--study", "other", "--out", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert f"0 variants passed; the cache record of this product and device was made by another study, &#39;" \
+           f"{made.study_name}&#39;" in page
+    assert "<th>best configuration</th>" not in page and "<th>cache entry</th>" in page

@@ -58,7 +58,12 @@ def _overview(runs: StudyTrials, storage: str) -> list[tuple[str, str]]:
             ("trials", f"{len(trials)}: {len(measured)} measured ({len(passed)} passed, "
                        f"{len(measured) - len(passed)} failed), {kinds[Kind.INVALID]} invalid, "
                        f"{counted(kinds[Kind.DUPLICATE], 'repeated suggestion')} answered from the study")]
-    if entry:
+    if entry and not runs.own_entry:
+        rows += [("best", f"{counted(len(passed), 'variant')} passed; the cache record of this product and device "
+                          f"was made by another study, {entry.study['name']!r} in {entry.study['storage']} (best "
+                          f"{rate(entry.best.measurement.gflops)}{unit})"),
+                 ("cache entry", str(runs.entry_path))]
+    elif entry:
         best = entry.best.measurement
         fraction = f"{best.fraction_of_peak:.1%} of peak" if best.fraction_of_peak is not None else "no peak"
         rows += [("best", f"{rate(best.gflops)}{unit}, {fraction}, median {duration(best.seconds)} "
@@ -71,7 +76,7 @@ def _overview(runs: StudyTrials, storage: str) -> list[tuple[str, str]]:
                              f"{counted(len(passed), 'variant')} passed"))
     else:
         rows.append(("best", "no variant has passed verification: nothing cached"))
-    if runs.seed and entry:
+    if runs.seed and runs.own_entry:
         rows.append(("seed kernel's configuration", f"{rate(runs.seed)}{unit}; the best is "
                      f"{entry.best.measurement.gflops / runs.seed:.2f}x that"))
     return rows

@@ -101,8 +101,9 @@ class StudyTrials:
     trials: list
     measured: list
     passed: list
-    entry: Record | None
+    entry: Record | None  # the cache's record of the study's product and device, whichever study made it
     entry_path: Path | None
+    own_entry: bool  # whether this study made that record: its best is a trial of this study
     seed: float | None  # GFLOP/s of the seed kernel's configuration, if the study measured it
     unit: str  # " (simulated CPU time)" for a simulated study, else empty
 
@@ -121,4 +122,7 @@ class StudyTrials:
         good = [trial for trial in measured if passed(trial)]
         simulated = any(measurement(trial).get("clock") == SIMULATED for trial in measured)
         seed = next((trial.value for trial in good if trial.params == SEED.as_dict()), None)
-        return cls(study, trials, measured, good, entry, path, seed, f" ({SIMULATED})" if simulated else "")
+        own = entry is not None and entry.study.get("name") == study.study_name and any(
+            trial.number == entry.best.trial and trial.params == entry.best.config.as_dict()
+            and trial.value == entry.best.measurement.gflops for trial in good)
+        return cls(study, trials, measured, good, entry, path, own, seed, f" ({SIMULATED})" if simulated else "")
