@@ -98,6 +98,9 @@ HOSTILE = {
     "NaN GFLOP/s": (_set("best.measurement.gflops", float("nan")), "record.best.measurement.gflops must be a finite"),
     "infinite seconds": (_set("runners_up.0.measurement.seconds", float("inf")),
                          "record.runners_up[0].measurement.seconds must be a finite"),
+    "a runner-up above the best": (
+        _edited(lambda data: data.update(best=data["runners_up"][0], runners_up=[data["best"]])),
+        "runner-up 1 is faster than the configuration ranked above it"),
     "a failed best": (_set("best.measurement.status", "wrong"), "record.best.measurement.status must be one of ok"),
     "too many runners-up": (_set("runners_up", [GOOD["best"]] * 50), "record.runners_up must be a list of at most 4"),
     "a huge string": (_set("device.name", "x" * 10_000), "record.device.name must be a string of at most"),

@@ -189,6 +189,9 @@ class Record:
             if doubt:
                 raise RecordError(f"{'the best' if place == 0 else f'runner-up {place}'}'s measurement is not "
                                   f"one the tuner made: {doubt}")
+            if place and entry.measurement.gflops > ranked[place - 1].measurement.gflops:
+                raise RecordError(f"runner-up {place} is faster than the configuration ranked above it: a record "
+                                  "ranks its configurations best first")
         return cls(device, problem, data["clock"], ranked, Budget(**data["budget"]), data["searched"]["started"],
                    data["searched"]["finished"], dict(data["study"]))
 
