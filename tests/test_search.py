@@ -440,6 +440,7 @@ def test_a_forged_trial_in_the_journal_reaches_neither_the_record_nor_the_prune_
                                          "not one the tuner made"):
         stored, _ = search.save()
     assert stored.configs == [Config(**honest.params)] and stored.best.measurement.gflops == honest.value
+    assert (stored.budget.measured, stored.budget.failed) == (1, 0)  # the forgery is no failed variant either
     with pytest.warns(UserWarning, match="is left out"):
         again = _search(tmp_path)
         assert again.best_gflops() == honest.value

@@ -53,11 +53,6 @@ def answers(trial, problem: Problem, device: Device) -> bool:
     return not why
 
 
-def believed(trials, problem: Problem, device: Device) -> list:
-    """The passing trials among `trials` whose measurements the tuner made (answers)."""
-    return [trial for trial in trials if passed(trial) and answers(trial, problem, device)]
-
-
 def _measuring_seconds(trial) -> float:
     """The measuring process's seconds on a measured trial (load or compile, verify, time), not
     those it spent held ahead while a worker compiled it."""
@@ -66,11 +61,11 @@ def _measuring_seconds(trial) -> float:
 
 def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storage_label: str) -> record.Record | None:
     """The cache record of the study so far: best and runners-up, budget, dates; None if no
-    variant has passed yet."""
+    variant has passed yet. A trial left out (answers) is neither a measured nor a failed variant."""
     trials = study.get_trials(deepcopy=False, states=STARTED)
     done = [trial for trial in trials if trial.state == TrialState.COMPLETE]
-    measured = [trial for trial in done if is_measured(trial)]
-    good = sorted(believed(measured, problem, runtime.device), key=lambda trial: -trial.value)
+    measured = [trial for trial in done if is_measured(trial) and answers(trial, problem, runtime.device)]
+    good = sorted((trial for trial in measured if passed(trial)), key=lambda trial: -trial.value)
     if not good:
         return None
     kinds = [trial.user_attrs.get("kind") for trial in done]
