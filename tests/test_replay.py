@@ -171,7 +171,14 @@ def test_a_sweep_file_is_read_in_its_precisions_space(tmp_path, dtype):
     (b'{"tune_params_keys": [1], "tune_params": {}, "cache": {}}', "its tune_params_keys must be a list of parameter"),
     (b'{"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": []}', "its cache must be an object of "
                                                                             "configurations, not a list"),
-    (b'{"tune_params_keys": ["a"], "tune_params": {"a": 5}, "cache": {}}', "a field of the wrong type"),
+    (b'{"tune_params_keys": ["a"], "tune_params": {"a": 5}, "cache": {}}', "parameter 'a' must take numbers or "
+                                                                            "strings, not 5"),
+    (b'{"tune_params_keys": ["a"], "tune_params": {"a": "abc"}, "cache": {}}', "parameter 'a' must take numbers"),
+    (b'{"tune_params_keys": ["a"], "tune_params": {"a": [1, [2], 3]}, "cache": {}}', "parameter 'a' must take "
+                                                                                      "numbers or strings"),
+    (b'{"tune_params_keys": ["a"], "tune_params": {"a": [1, NaN]}, "cache": {}}', "parameter 'a' must take numbers"),
+    (b'{"schema_version": "1.0.0", "results": [{"configuration": {"a": [1]}, "invalidity": "constraints"}]}',
+     "parameter 'a' must take numbers or strings"),
     (b"\x1f\x8b not gzip", "neither JSON nor gzipped JSON"),
     (b'{"header": {}}\n', "not a tuner sweep file"),
     (b'{"header": {"device": {"backend": "cuda"}, "problem": "float32-8x8x8"}}\n', "not a tuner sweep file"),
@@ -239,6 +246,8 @@ def test_a_sweep_cut_off_mid_line_is_read_up_to_its_last_whole_line(tmp_path):
     row = {"config": Config().as_dict(), "status": "ok", "median_seconds": 1e-3, "times": [1e-3]}
     path = tmp_path / "sweep.jsonl"
     path.write_text(json.dumps(header) + "\n" + json.dumps(row) + "\n" + json.dumps(row)[:40])
+    assert len(recorded.load(path).results) == 1
+    path.write_text(json.dumps(header) + "\n" + json.dumps(row) + "\n   ")  # a whole last row, then spaces
     assert len(recorded.load(path).results) == 1
 
 

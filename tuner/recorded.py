@@ -119,7 +119,7 @@ def _from_kernel_tuner(path: Path, document) -> RecordedSpace:
             raise RecordingError(f"{path}: its tune_params_keys must be a list of parameter names, not {names!r:.80}")
         if len(set(names)) != len(names):
             raise RecordingError(f"{path}: its tune_params_keys name a parameter twice: {names}")
-        domains = {name: _ordered(document["tune_params"][name]) for name in names}
+        domains = {name: _domain(path, name, document["tune_params"][name]) for name in names}
         entries = document["cache"]
         if not isinstance(entries, dict):
             raise RecordingError(f"{path}: its cache must be an object of configurations, not a "
@@ -206,7 +206,7 @@ def _from_t4(path: Path, document: dict) -> RecordedSpace:
         raise RecordingError(f"{path}: not a T4 results file (a result lacks {error})") from None
     except (TypeError, AttributeError, IndexError) as error:
         raise RecordingError(f"{path}: not a T4 results file (a field of the wrong type: {error})") from None
-    domains = {name: _ordered(list(dict.fromkeys(taken))) for name, taken in values.items()}
+    domains = {name: _domain(path, name, taken) for name, taken in values.items()}
     return RecordedSpace(path.name, domains, results)
 
 
@@ -215,9 +215,16 @@ def _positive_seconds(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
-def _ordered(domain: list) -> tuple:
-    """A domain in ascending order when it is all numbers (the local search moves along it),
-    else as written."""
+def _domain(path: Path, name: str, values) -> tuple:
+    """Parameter `name`'s domain from the values a recording gives it, each once: in ascending order
+    when they are all numbers (the local search moves along it), else as written. RecordingError
+    where they are no list of numbers, strings, booleans and nulls."""
+    scalar = (str, int, float, bool, type(None))
+    if not isinstance(values, list) or not all(
+            isinstance(value, scalar) and not (isinstance(value, float) and not math.isfinite(value))
+            for value in values):
+        raise RecordingError(f"{path}: parameter {name!r} must take numbers or strings, not {values!r:.80}")
+    domain = list(dict.fromkeys(values))
     numeric = all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in domain)
     return tuple(sorted(domain) if numeric else domain)
 
@@ -229,9 +236,10 @@ def _from_sweep(path: Path, text: str) -> RecordedSpace:
     from .space import Space
 
     try:
-        lines = [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+        lines = list(enumerate(text.splitlines(), start=1))
         if not text.endswith("\n"):
             lines = lines[:-1]  # cut off mid-line by a sweep that was killed
+        lines = [(number, line) for number, line in lines if line.strip()]
         parsed = []
         for number, line in lines:
             try:
