@@ -23,6 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from .formats import error_line
 from .launch import python_module
 from .stopping import PARENT, follow_parent
 
@@ -222,9 +223,7 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
     except OSError as error:  # the kernel directory or the disk, not the variant
         return {"seconds": time.perf_counter() - start, "fatal": str(error)}
     except Exception as error:  # the variant's failure, reported with its reason
-        text = str(error).strip().splitlines()
-        reason = f"{type(error).__name__}: {text[0] if text else ''}"[:300]
-        return {"seconds": time.perf_counter() - start, "error": reason}
+        return {"seconds": time.perf_counter() - start, "error": error_line(error)}
     return {"seconds": time.perf_counter() - start, "resources": resources}
 
 

@@ -28,3 +28,10 @@ def counted(number: float, noun: str, plural: str = "") -> str:
     thousands separators from 1,000 up, and a fraction only where there is one (a median's 1.5)."""
     shown = f"{number:,.6g}" if number != int(number) else f"{int(number):,}"
     return f"{shown} {noun if number == 1 else plural or noun + 's'}"
+
+
+def error_line(error: BaseException) -> str:
+    """A variant's failure as it is recorded: the exception's type and the first line of its message,
+    300 characters at most."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]

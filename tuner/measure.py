@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import Tiling
+from .formats import error_line
 from .kernel import Kernel, load
 from .problem import Problem
 from .record import Measurement
@@ -67,11 +68,6 @@ def _resources(compiled) -> dict:
             "local_bytes": compiled.local_mem_per_thread}
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
-
-
 def verify(runtime: Runtime, kernel: Kernel, operands: Operands, tolerance: float) -> tuple[float, str]:
     """Run once into a NaN-poisoned C and bound the relative error; (error, "") when correct."""
     poisoned = np.full(operands.reference.shape, np.nan, dtype=kernel.space.precision.output)
@@ -119,7 +115,7 @@ def measure(runtime: Runtime, space: Space, problem: Problem, config: Tiling, op
         raise  # the kernel directory or the disk, not the variant
     except Exception as error:  # any other failure to build is this variant's, not the search's
         phase("compile")
-        return Measured(Measurement("compile", _first_line(error), clock=runtime.clock), phases=phases)
+        return Measured(Measurement("compile", error_line(error), clock=runtime.clock), phases=phases)
     phase("compile")
     try:
         error, wrong = verify(runtime, kernel, operands, space.family.tolerance(space.precision))
@@ -131,7 +127,7 @@ def measure(runtime: Runtime, space: Space, problem: Problem, config: Tiling, op
         times = time_launch(runtime, kernel.bind(operands.A, operands.B, C), protocol)
         phase("time")
     except Exception as error:  # a launch that fails marks the variant, and the search goes on
-        return Measured(Measurement("launch", _first_line(error), clock=runtime.clock), (), phases, resources)
+        return Measured(Measurement("launch", error_line(error), clock=runtime.clock), (), phases, resources)
     seconds = statistics.median(times)
     deciles = statistics.quantiles(times, n=10) if len(times) > 1 else [seconds] * 9
     gflops = problem.flops / seconds / 1e9
@@ -154,5 +150,5 @@ def verify_config(runtime: Runtime, space: Space, problem: Problem, config: Tili
     except OSError:
         raise  # the kernel directory or the disk, not the configuration
     except Exception as error:  # the configuration's failure, said in one line
-        return _first_line(error)
+        return error_line(error)
     return wrong

@@ -183,7 +183,7 @@ class Record:
         if data["problem"]["dtype"] not in BACKENDS[device.backend].precisions():
             raise RecordError(f"dtype {data['problem']['dtype']} is not one of the {device.backend} backend's")
         problem = get_family(data["family"]).problem(**data["problem"])
-        ranked = tuple(_entry(entry, problem.dtype) for entry in (data["best"], *data["runners_up"]))
+        ranked = tuple(parse_entry(entry, problem.dtype) for entry in (data["best"], *data["runners_up"]))
         for place, entry in enumerate(ranked):
             doubt = entry.measurement.doubt(problem, device)
             if doubt:
@@ -210,7 +210,8 @@ def _problem_schema(problem: type) -> dict:
     return {**{name: Count(1, MAX_DIMENSION) for name in problem.dimensions()}, "dtype": OneOf(PRECISIONS)}
 
 
-def _entry(data: dict, dtype: str) -> Entry:
+def parse_entry(data: dict, dtype: str) -> Entry:
+    """A ranked configuration from its dict (record.ENTRY's fields) in a `dtype` product's parameters."""
     kind = config_type(dtype)
     if set(data["config"]) != set(kind.names()):
         raise RecordError(f"a {dtype} record's configurations have the parameters {', '.join(kind.names())}")

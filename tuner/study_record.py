@@ -18,11 +18,6 @@ from .space import Space
 from .trials import STARTED, Kind, config_key, is_measured, passed
 
 
-def _entry(trial, dtype: str) -> record.Entry:
-    return record.Entry(trial.number, config_type(dtype)(**trial.params),
-                        record.Measurement(**trial.user_attrs["measurement"]))
-
-
 def doubt(trial, problem: Problem, device: Device) -> str:
     """Why a passing trial's measurement, as the study's storage holds it, cannot be one the tuner
     made of `problem` on `device` (record.Measurement.doubt; or its value is not its rate), or "".
@@ -75,7 +70,9 @@ def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storag
         measuring_seconds=round(sum(_measuring_seconds(trial) for trial in measured), 3))
     searched = (min(trial.datetime_start for trial in trials if trial.datetime_start),
                 max(trial.datetime_complete for trial in done))
-    return record.make(runtime.device, problem, runtime.clock, [_entry(trial, problem.dtype) for trial in good], budget,
+    ranked = [record.parse_entry({"trial": trial.number, "config": trial.params,
+                                  "measurement": trial.user_attrs["measurement"]}, problem.dtype) for trial in good]
+    return record.make(runtime.device, problem, runtime.clock, ranked, budget,
                        searched, {"name": study.study_name, "storage": storage_label})
 
 
