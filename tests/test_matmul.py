@@ -249,3 +249,30 @@ def test_without_a_gpu_the_error_names_the_simulator():
     assert done.stderr.strip().splitlines()[-1].startswith("tuner.runtime.NoGPU: no GPU here (")
     assert "tuner.matmul needs one, or, to try it on Numba's CUDA simulator" in done.stderr
     assert "set NUMBA_ENABLE_CUDASIM=1 before starting Python" in done.stderr
+
+
+def test_each_device_a_program_switches_to_gets_its_own_runtime_and_records(monkeypatch, tmp_path):
+    """A program may switch GPUs (cuda.select_device, `with cuda.gpus[1]`): tuner.matmul then
+    describes that device and reads its records, rather than the first device's."""
+    import types
+
+    from records import H100
+
+    from tuner import tuned
+    from tuner.backends import CUDA
+    from tuner.runtime import Runtime
+
+    current = {"id": 0}
+    module = types.SimpleNamespace(get_current_device=lambda: types.SimpleNamespace(id=current["id"]))
+    monkeypatch.setattr(type(CUDA), "describe", lambda self, module: dataclasses.replace(
+        H100, name=f"NVIDIA GPU {current['id']}"))
+    opened = Runtime(CUDA, module, CUDA.describe(module))
+    monkeypatch.setattr(tuned, "detect_runtime", lambda backend: opened)
+    for held in ("_runtimes", "_on_device", "_libraries"):
+        monkeypatch.setattr(tuned, held, {})
+    first = tuned._library("cuda", tmp_path).runtime
+    current["id"] = 1
+    second = tuned._library("cuda", tmp_path).runtime
+    current["id"] = 0
+    assert first is opened is tuned._library("cuda", tmp_path).runtime
+    assert second.device.name == "NVIDIA GPU 1" and second.device.fingerprint != first.device.fingerprint

@@ -204,21 +204,38 @@ class Library:
 
 
 _lock = threading.Lock()
-_runtimes: dict[str | None, Runtime] = {}
-_libraries: dict[tuple[str, Path], Library] = {}
+_runtimes: dict[str | None, Runtime] = {}  # backend asked for -> the runtime first opened for it
+_on_device: dict[tuple[str, int | None], Runtime] = {}  # (backend, device id) -> the runtime of that device
+_libraries: dict[tuple[str, int | None, Path], Library] = {}
+
+
+def _device_id(runtime: Runtime) -> int | None:
+    """The id of the program's current device in `runtime`'s module (None on the simulator)."""
+    return None if runtime.simulated else getattr(runtime.module.get_current_device(), "id", None)
+
+
+def _runtime(backend: str | None) -> Runtime:
+    """The runtime of `backend` on the program's current device: a program may switch GPUs
+    (cuda.select_device, `with cuda.gpus[1]`), and each has its own records. Under _lock."""
+    if backend not in _runtimes:
+        try:
+            opened = _runtimes[backend] = detect_runtime(backend)
+        except NoGPU as reason:
+            raise NoGPU(f"no GPU here ({reason}); tuner.matmul needs one, or, to try it on Numba's CUDA simulator "
+                        "(slow: small matrices only), set NUMBA_ENABLE_CUDASIM=1 before starting Python") from None
+        _on_device.setdefault((opened.backend.name, _device_id(opened)), opened)
+    opened = _runtimes[backend]
+    key = (opened.backend.name, _device_id(opened))
+    if key not in _on_device:
+        _on_device[key] = Runtime(opened.backend, opened.module, opened.backend.describe(opened.module))
+    return _on_device[key]
 
 
 def _library(backend: str | None, cache_dir) -> Library:
     with _lock:
-        if backend not in _runtimes:
-            try:
-                _runtimes[backend] = detect_runtime(backend)
-            except NoGPU as reason:
-                raise NoGPU(f"no GPU here ({reason}); tuner.matmul needs one, or, to try it on Numba's CUDA simulator "
-                            "(slow: small matrices only), set NUMBA_ENABLE_CUDASIM=1 before starting Python") from None
-        runtime = _runtimes[backend]
+        runtime = _runtime(backend)
         root = cache.cache_dir(cache_dir, option="cache_dir=")
-        key = (runtime.device.fingerprint, root)
+        key = (runtime.device.fingerprint, _device_id(runtime), root)
         if key not in _libraries:
             _libraries[key] = Library.load(runtime, root, named=cache_dir is not None)
         return _libraries[key]
