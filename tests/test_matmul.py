@@ -276,3 +276,26 @@ def test_each_device_a_program_switches_to_gets_its_own_runtime_and_records(monk
     current["id"] = 0
     assert first is opened is tuned._library("cuda", tmp_path).runtime
     assert second.device.name == "NVIDIA GPU 1" and second.device.fingerprint != first.device.fingerprint
+
+
+def test_on_a_callers_stream_the_copies_and_the_result_wait_for_what_they_follow(monkeypatch):
+    """An exporter's non-blocking stream does not wait for the default stream, nor it for that one:
+    the host operand's copy is finished before the launch, and the launch before the copy back."""
+    from tuner import arrays
+
+    runtime, said = tuner.tuned._library(None, None).runtime, []
+
+    class Stream:
+        def synchronize(self):
+            said.append("stream")
+
+    monkeypatch.setattr(runtime.module, "synchronize", lambda: said.append("device"))
+    A, B = _operands(5, 3, 4)
+    on_stream = cuda.to_device(B)
+    on_stream.stream = Stream()
+    call = arrays.prepare(runtime, A, on_stream, np.zeros((5, 3), np.float32), 1.0, 0.0)
+    assert said == ["device"]  # A's copy, on the default stream, is done before a launch on B's stream
+    call.result()
+    assert said == ["device", "stream"]
+    assert arrays.prepare(runtime, cuda.to_device(A), on_stream, None, 1.0, 0.0).stream is on_stream.stream
+    assert said == ["device", "stream"]  # nothing copied, nothing to wait for

@@ -48,6 +48,8 @@ class Call:
         """The product, as the caller's `out` or as the kind of array the caller gave."""
         if self.out is not None and is_device(self.out):
             return self.out
+        if self.stream and (isinstance(self.out, np.ndarray) or self.model is None):
+            self.stream.synchronize()  # a copy on the default stream would not wait for a non-blocking one
         if isinstance(self.out, np.ndarray):
             if self.out.flags.c_contiguous and self.out.dtype.isnative:
                 self.C.copy_to_host(self.out)
@@ -158,14 +160,18 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
         raise MemoryError(f"this product needs {needed / 2**30:.2f} GiB on the device, which has "
                           f"{free / 2**30:.2f} GiB free; split it into smaller products")
     device_out = C if C is not None and is_device(C) else None
-    A, B = (_to_device(runtime, array, device_out) for array in (A, B))
+    given = (A, B)
+    A, B = (_to_device(runtime, array, device_out) for array in given)
+    copied = A is not given[0] or B is not given[1]
     if device_out is not None:
         C = device_out
     elif C is not None and beta != 0:
-        C = runtime.module.to_device(np.ascontiguousarray(C, dtype=output))
+        C, copied = runtime.module.to_device(np.ascontiguousarray(C, dtype=output)), True
     else:
         C = runtime.module.device_array(c_shape, dtype=output)
     stream = next((array.stream for array in (C, A, B) if getattr(array, "stream", 0)), 0)
+    if stream and copied:  # the copies went on the default stream, which a non-blocking stream does not wait for
+        runtime.module.synchronize()
     return Call(A, B, C, family, sizes, dtype, out, model, alpha, beta, stream)
 
 
