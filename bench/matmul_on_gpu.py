@@ -94,7 +94,8 @@ def _dispatch(dtype) -> dict:
 
 def _against_cublas(shape, dtype) -> dict:
     """Relative error of tuner.matmul against cuBLAS (through CuPy) for NumPy, Numba, CuPy and,
-    where installed, PyTorch operands, and the kind of array each call returned."""
+    where installed, PyTorch operands, and the kind of array each call returned; also a CuPy operand
+    on a non-blocking stream beside a NumPy one, into a NumPy out (the streams must be ordered)."""
     import tuner
 
     try:
@@ -112,6 +113,9 @@ def _against_cublas(shape, dtype) -> dict:
     results = {"numpy": tuner.matmul(A, B),
                "numba": tuner.matmul(cuda.to_device(A), cuda.to_device(B)),
                "cupy": tuner.matmul(cupy_A, cupy_B)}
+    with cupy.cuda.Stream(non_blocking=True):  # exported with B: the launch goes on it, A's copy does not
+        results["cupy_nonblocking_stream_host_A_numpy_out"] = tuner.matmul(
+            A, cupy.asarray(B), out=np.empty((shape[0], shape[1]), np.float32 if dtype == "float16" else dtype))
     try:
         import torch
 
