@@ -215,3 +215,13 @@ def test_a_regeneration_stopped_halfway_is_finished_by_the_next_run(tmp_path, ca
     assert _here(tmp_path).budget.measured == 2
     assert _regenerate(tmp_path) == 0  # finished now: current
     assert "float32-16x16x16: current" in capsys.readouterr().out
+
+
+def test_a_gpu_leaves_the_products_tuned_only_on_the_simulator_alone(tmp_path):
+    from tuner.regenerate import regenerate
+    from tuner.runtime import Runtime
+
+    cache.write_record(cache.record_path(tmp_path, HERE.slug, PROBLEM.key), make_record(HERE, PROBLEM, [(SMALL, 2.0)]))
+    on_a_gpu = Runtime(tuner.backends.CUDA, None, dataclasses.replace(H100, name="NVIDIA GPU of no record"))
+    said = []
+    assert regenerate(on_a_gpu, tmp_path, trials=2, say=said.append) == [] and said == []

@@ -1,7 +1,7 @@
 """`tuner regenerate`: bring the cache up to date with this GPU and the software installed.
 
 Every product tuned before on a GPU of this backend, in the user's cache or the shipped one, is
-brought to the current device's fingerprint:
+brought to the current device's fingerprint (a product tuned only on the simulator is left to it):
 - a record of this fingerprint is current and is left alone;
 - a record of this GPU model under other software (driver, runtime, Numba, templates) has its
   configurations re-rendered from the installed templates, re-verified and re-timed;
@@ -52,7 +52,8 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, say=
         say(f"skipping {error}")
     known: dict[Problem, list[Record]] = {}
     for stored in catalog.select(backend=runtime.backend.name):
-        known.setdefault(stored.record.problem, []).append(stored.record)
+        if runtime.simulated or not stored.record.device.simulated:  # the simulator's products are no GPU's
+            known.setdefault(stored.record.problem, []).append(stored.record)
     changes, stopped = [], _stopped_halfway(runtime, root)
     for problem in sorted(known, key=lambda problem: problem.key):
         records = known[problem]
