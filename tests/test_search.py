@@ -407,6 +407,21 @@ def test_the_prune_threshold_follows_the_fastest_variant_not_the_highest_ceiling
     assert why_not_measure(0.45, 0.85, 0) == "" and why_not_measure(0.45, 1.65, 0)
 
 
+def test_a_configuration_queued_from_a_record_is_measured_whatever_its_ceiling(tmp_path):
+    """A warm start or a regeneration queues what a record holds, measured before: the static
+    ceiling does not prune it (a regeneration would measure the sampler's suggestions instead)."""
+    from tuner.ceiling import Ceilings
+
+    search = _search(tmp_path)
+    search.ceilings = Ceilings(tmp_path / "ceilings.json", lambda config: 1.0 if config == SEED else 0.1)
+    search.study.enqueue_trial(SEED.as_dict())
+    search.run(trials=1, timeout=None, warm=False)
+    low = next(config for config in search.space if config != SEED)
+    assert search.enqueue([low]) == [low]
+    search.run(trials=1, timeout=None, warm=False)
+    assert search.measured(low) is not None and search.measured(low).user_attrs["ceiling"] == 0.1
+
+
 def test_with_nothing_better_left_the_ceiling_no_longer_prunes():
     from tuner.ceiling import NOTHING_BETTER_LEFT, why_not_measure
 

@@ -328,7 +328,8 @@ class Search:
     def _below_ceiling(self, trial, config: Tiling, compiled: Compiled | None, outcome: Outcome) -> bool:
         """Whether `config`'s static ceiling rules it out (ceiling.py), told as invalid with the
         reason; decided when its turn to be measured comes, from the count its compile worker
-        made (`compiled`), else counted here. Its ceiling joins the study's as a trial attribute."""
+        made (`compiled`), else counted here, and never for a configuration queued from a record.
+        Its ceiling joins the study's as a trial attribute."""
         if self.ceilings is None or (compiled and (compiled.error or compiled.fatal)):
             return False
         if compiled:  # the worker's count is final, None included: counting again here would stall the search
@@ -337,7 +338,9 @@ class Search:
             ceiling = self.ceilings.of(config)
         if ceiling is None:
             return False
-        reason = why_not_measure(ceiling, self.best_ceiling(), outcome.unmeasured_in_a_row)
+        # A configuration queued from a record (Search.enqueue) was measured before: it is measured again.
+        reason = "" if trial.user_attrs.get("queued") else why_not_measure(ceiling, self.best_ceiling(),
+                                                                            outcome.unmeasured_in_a_row)
         trial.set_user_attr("ceiling", ceiling)
         if reason:
             self._tell_invalid(trial, 1.0, outcome, [], [reason])
