@@ -144,7 +144,7 @@ def _stop_if_stopped(outcome) -> None:
 def _measure_all(search: Search, configs: list) -> None:
     """Measure every one of `configs` the study has not measured. Trials an interrupted run left
     queued are served first, so this goes on until none of `configs` is left."""
-    search.enqueue(configs)
+    search.enqueue(configs, recorded=True)
     for _ in range(len(configs) + search.queued()):
         pending = [config for config in configs if search.measured(config) is None]
         if not pending:

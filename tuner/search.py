@@ -32,8 +32,8 @@ from .space import Space
 from .stopping import Terminated, raise_if_stopping, shielded
 from .storage import HEARTBEAT_SECONDS, SharedStorage, redacted, worker_name
 from .study_record import answers, build_record, warm_start_configs
-from .trials import (MAX_UNMEASURED_IN_A_ROW, STARTED, Kind, answer, config_key, give_back, is_measured, passed,
-                     suggest)
+from .trials import (MAX_UNMEASURED_IN_A_ROW, RECORDED, STARTED, Kind, answer, config_key, give_back, is_measured,
+                     passed, suggest)
 
 # A CUDA fault leaves the context unusable, so every later launch in the process fails too.
 MAX_LAUNCH_FAILURES_IN_A_ROW = 3
@@ -135,15 +135,18 @@ class Search:
             pass
         check_kernel_dir(kernel_dir(self.root))
 
-    def enqueue(self, configs: list[Tiling]) -> list[Tiling]:
+    def enqueue(self, configs: list[Tiling], recorded: bool = False) -> list[Tiling]:
         """Queue the configurations the study has neither measured, claimed nor queued; those
-        queued (SharedStorage.enqueue)."""
-        queued = self.shared.enqueue(self.study, [config.as_dict() for config in configs], self._answers)
+        queued (SharedStorage.enqueue). `recorded` ones come from a record, measured before, and
+        are measured again whatever their static ceiling (_below_ceiling)."""
+        queued = self.shared.enqueue(self.study, [config.as_dict() for config in configs], self._answers,
+                                     {RECORDED: True} if recorded else {})
         return [self.space.config_type(**params) for params in queued]
 
     def warm_start(self) -> list[Tiling]:
         """Queue the known-good configurations (see warm_start_configs)."""
-        return self.enqueue(warm_start_configs(self.space, self.root, self.runtime, self.problem))
+        recorded, starts = warm_start_configs(self.space, self.root, self.runtime, self.problem)
+        return self.enqueue(recorded, recorded=True) + self.enqueue(starts)
 
     def queued(self) -> int:
         """Trials waiting in the study's queue."""
@@ -338,8 +341,7 @@ class Search:
             ceiling = self.ceilings.of(config)
         if ceiling is None:
             return False
-        # A configuration queued from a record (Search.enqueue) was measured before: it is measured again.
-        reason = "" if trial.user_attrs.get("queued") else why_not_measure(ceiling, self.best_ceiling(),
+        reason = "" if trial.user_attrs.get(RECORDED) else why_not_measure(ceiling, self.best_ceiling(),
                                                                             outcome.unmeasured_in_a_row)
         trial.set_user_attr("ceiling", ceiling)
         if reason:

@@ -30,7 +30,7 @@ from optuna.trial import TrialState
 from . import journal
 from .disk import make_dirs
 from .locks import AdvisoryLock, FileLock, NoLock, ReadOnlyLock
-from .trials import MEASURE, SPENT, Decision, config_key, is_measured
+from .trials import MEASURE, RECORDED, SPENT, Decision, config_key, is_measured
 
 # A database worker records a heartbeat this often; one silent for GRACE_INTERVALS heartbeats is
 # dead, and its trial is failed and queued again.
@@ -94,9 +94,12 @@ def _say_whose(claimed: list) -> bool:
 
 def retry(study: optuna.Study, trial) -> None:
     """Queue a dead worker's trial again (Optuna's RetryHeartbeatStaleTrialCallback, which keeps
-    the retry history), with the worker's attributes dropped so that the retry starts clean."""
+    the retry history), with the worker's attributes dropped so that the retry starts clean (whether
+    it came from a record is kept)."""
     clean = copy.deepcopy(trial)
     clean.user_attrs = {"queued": config_key(trial.params)}
+    if trial.user_attrs.get(RECORDED):
+        clean.user_attrs[RECORDED] = True
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRIES)(study, clean)
@@ -276,10 +279,12 @@ class SharedStorage:
         """Whether the worker process `pid`, started at `when` ("" if unknown), still runs."""
         return _alive(pid) and (not when or started(pid) in (when, ""))
 
-    def enqueue(self, study: optuna.Study, configs: list[dict], answers=is_measured) -> list[dict]:
-        """Queue the configurations (parameters) the study has neither measured, claimed nor queued;
-        those queued. Under the workers' lock, so that workers starting together queue each one once.
-        Only a measured trial that `answers` for its configuration (as in claim) has measured it."""
+    def enqueue(self, study: optuna.Study, configs: list[dict], answers=is_measured,
+                attrs: dict | None = None) -> list[dict]:
+        """Queue the configurations (parameters) the study has neither measured, claimed nor queued,
+        each with the user attributes `attrs`; those queued. Under the workers' lock, so that workers
+        starting together queue each one once. Only a measured trial that `answers` for its
+        configuration (as in claim) has measured it."""
         with self.lock.held(study.study_name):
             taken = {config_key(trial.params) if trial.state == TrialState.COMPLETE else
                      trial.user_attrs.get("queued") or trial.user_attrs.get("claim")
@@ -290,7 +295,7 @@ class SharedStorage:
             for params in configs:
                 key = config_key(params)
                 if key not in taken:
-                    study.enqueue_trial(params, user_attrs={"queued": key})
+                    study.enqueue_trial(params, user_attrs={"queued": key, **(attrs or {})})
                     taken.add(key)
                     queued.append(params)
         return queued

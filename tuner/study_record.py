@@ -76,10 +76,12 @@ def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storag
                        searched, {"name": study.study_name, "storage": storage_label})
 
 
-def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Problem) -> list[Tiling]:
-    """Known-good starting points, likeliest first: every configuration of the record this search
-    will replace (so that it re-measures them rather than trusting them), the best configurations
-    cached for this backend and dtype (this shape's first, from any GPU), then the space's starts."""
+def warm_start_configs(space: Space, root: Path, runtime: Runtime,
+                       problem: Problem) -> tuple[list[Tiling], list[Tiling]]:
+    """Known-good starting points, likeliest first, valid and each once: those from records (every
+    configuration of the record this search will replace, so that it re-measures them rather than
+    trusting them, then the best configurations cached for this backend and dtype, this shape's
+    first, from any GPU), and the space's starts that are not among them."""
     found = []
     for stored in cache.Catalog.read(root).select(backend=runtime.backend.name, family=problem.family,
                                                   dtype=problem.dtype):
@@ -88,9 +90,11 @@ def warm_start_configs(space: Space, root: Path, runtime: Runtime, problem: Prob
             found += [(0, config) for config in stored.record.configs]
         else:
             found.append((1 if same_problem else 2, stored.record.configs[0]))
-    configs = [config for _, config in sorted(found, key=lambda pair: pair[0])] + list(space.starts(runtime.simulated))
-    unique = {}
-    for config in configs:
-        if not space.violations(config):
-            unique.setdefault(config_key(config.as_dict()), config)
-    return list(unique.values())
+    recorded, starts = {}, {}
+    for kept, configs in ((recorded, [config for _, config in sorted(found, key=lambda pair: pair[0])]),
+                          (starts, space.starts(runtime.simulated))):
+        for config in configs:
+            key = config_key(config.as_dict())
+            if not space.violations(config) and key not in recorded:
+                kept.setdefault(key, config)
+    return list(recorded.values()), list(starts.values())

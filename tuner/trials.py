@@ -24,6 +24,9 @@ from optuna.trial import FrozenTrial, TrialState
 # A run stops when this many suggestions in a row were invalid or already measured: the sampler has
 # converged, or the valid space is exhausted.
 MAX_UNMEASURED_IN_A_ROW = 500
+# The user attribute of a trial queued from a record: measured before, it is measured again
+# whatever its static ceiling.
+RECORDED = "recorded"
 # The states of a trial that was asked for (not merely queued).
 STARTED = tuple(state for state in TrialState if state != TrialState.WAITING)
 
