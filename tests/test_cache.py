@@ -191,6 +191,18 @@ def test_a_gpus_rate_is_printed_in_whole_gflops_not_in_exponent_form(tmp_path, c
     out = capsys.readouterr().out
     assert "best: 30,912 GFLOP/s, 46.2% of peak" in out
     assert "runner-up: 950 GFLOP/s" in out and "runner-up: 12.3 GFLOP/s" in out
+    assert "\nmatmul float32-4096x4096x4096; times are " in out and "{" not in out  # no Python dicts
+    assert "\nbudget: 3 trials, 3 measured (0 failed), 0 invalid, 0 repeated suggestions, " in out
+
+
+def test_show_names_the_precision_whose_peak_is_unknown(tmp_path, capsys):
+    from tuner.cli import main
+
+    problem = Problem(64, 64, 64, "tf32")
+    cache.write_record(cache.record_path(tmp_path, H100.slug, problem.key),
+                       make_record(H100, problem, [(Space.of(CUDA, "tf32").default(), 1000.0)]))
+    assert main(["show", f"{H100.slug}/{problem.key}", "--cache-dir", str(tmp_path)]) == 0
+    assert "best: 1,000 GFLOP/s, no tf32 peak known for this device, median" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("device, shape, gflops, shown", [

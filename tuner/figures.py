@@ -117,9 +117,10 @@ def _records(records: list[Record]) -> bytes:
     right.barh(rows, [100 * (fraction or 0) for fraction in fractions], color=colours)
     right.set_xlim(0, max([100 * fraction for fraction in fractions if fraction is not None], default=0) * 1.1 or 100)
     right.set_xlabel("% of the device's nominal peak")
-    for row, fraction in zip(rows, fractions):
+    for row, found, fraction in zip(rows, records, fractions):
         if fraction is None:
-            right.text(1, row, "no peak (simulator)", va="center")
+            right.text(1, row, "no peak (simulator)" if found.device.simulated
+                       else f"no {found.problem.dtype} peak known", va="center")
     figure.suptitle("Cached entries")
     return _png(figure)
 

@@ -18,7 +18,8 @@ def print_best(record: Record) -> None:
     best = record.best.measurement
     simulated = " (simulated CPU time)" if record.device.simulated else ""
     fraction = (f", {best.fraction_of_peak:.1%} of peak" if best.fraction_of_peak is not None
-                else ", no peak to compare with" if simulated else ", peak unknown for this device")
+                else ", no peak to compare with" if simulated
+                else f", no {record.problem.dtype} peak known for this device")
     print(f"best: {rate(best.gflops)}{simulated}{fraction}, median {duration(best.seconds)} "
           f"over {counted(best.reps, 'run')}")
     print("  " + " ".join(f"{name}={json.dumps(value)}" for name, value in record.best.config.as_dict().items()))
@@ -90,12 +91,15 @@ def _show(args) -> int:
     device = record.device
     print(f"{device.name} ({device.arch}, {counted(device.multiprocessors, 'multiprocessor')}), "
           f"fingerprint {record.fingerprint}; driver {device.driver}; runtime {device.runtime}")
-    print(f"{record.family} problem {data['problem']}; times are {record.clock}")
+    print(f"{record.family} {record.problem.key}; times are {record.clock}")
     print_best(record)
     for entry in record.runners_up:
         print(f"  runner-up: {rate(entry.measurement.gflops)}  "
               + " ".join(f"{name}={json.dumps(value)}" for name, value in entry.config.as_dict().items()))
-    print(f"budget: {data['budget']}; searched {record.started} to {record.finished}")
+    spent = record.budget
+    print(f"budget: {counted(spent.trials, 'trial')}, {spent.measured} measured ({spent.failed} failed), "
+          f"{spent.invalid} invalid, {counted(spent.duplicates, 'repeated suggestion')}, "
+          f"{spent.measuring_seconds:,.0f} s measuring; searched {record.started} to {record.finished}")
     where = (" on the machine that measured it (this record ships with tuner; the tuner repository's bench/results/ "
              "holds the studies of its GPU runs)" if stored.shipped else "")
     print(f"study: {record.study['name']} in {record.study['storage']}{where}")
