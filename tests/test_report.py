@@ -196,16 +196,18 @@ def test_show_source_prints_the_kernel_that_matmul_runs_where_the_best_breaks_a_
     (["report"], "no study in"),
     (["report", "--study", "no-such-study"], "no study named 'no-such-study'"),
     (["report", "--storage", "missing.journal"], "is not a file"),
+    (["report", "--storage", "sqlite:///{dir}/missing.db"], "there is no database file"),
     (["report", "--out", "{file}/sub"], "cannot write there"),
 ])
 def test_report_mistakes_get_one_line(searched, tmp_path, capsys, argv, message):
     root = tmp_path if argv == ["report"] else searched[0]
     (tmp_path / "file").write_text("")
-    argv = [part.replace("{file}", str(tmp_path / "file")) for part in argv]
+    argv = [part.replace("{file}", str(tmp_path / "file")).replace("{dir}", str(tmp_path)) for part in argv]
     capsys.readouterr()
     assert main([*argv, "--cache-dir", str(root)]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["file"]  # a read-only command made nothing
 
 
 def test_failures_are_counted_by_status_and_by_rule():
