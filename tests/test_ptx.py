@@ -99,3 +99,18 @@ def test_roc_has_no_static_count():
 def test_the_batched_family_compiles_to_sm_90_without_spills():
     report = _resources("--family", "batched")
     assert report["registers"] > 0 and report["spills"] is False
+
+
+def test_a_ptxas_older_than_nvvm_is_named_with_what_to_install(tmp_path, monkeypatch):
+    """A ptxas on PATH older than numba-cuda's NVVM (a system CUDA) refuses its PTX's version."""
+    from tuner import resources
+
+    old = tmp_path / "ptxas"
+    old.write_text("#!/bin/sh\n"
+                   "echo \"ptxas $3, line 9; fatal   : Unsupported .version 9.5; current version is '9.0'\" >&2\n"
+                   "exit 255\n")
+    old.chmod(0o755)
+    monkeypatch.setattr(resources, "ptxas_path", lambda: str(old))
+    with pytest.raises(resources.CountUnavailable, match=f"Unsupported .version 9.5.*; {old} is older than "
+                                                          "numba-cuda's NVVM: pip install nvidia-cuda-nvcc"):
+        resources.assemble(".version 9.5\n")

@@ -114,12 +114,16 @@ def assemble(ptx: str, arch: tuple[int, int] = ARCH, max_registers: int = 0, cub
         path = Path(tmp, "kernel.ptx")
         path.write_text(ptx)
         output = cubin or Path(tmp, "kernel.cubin")
-        command = [ptxas_path(), f"-arch=sm_{arch[0]}{arch[1]}", "-v", str(path), "-o", str(output)]
+        ptxas = ptxas_path()
+        command = [ptxas, f"-arch=sm_{arch[0]}{arch[1]}", "-v", str(path), "-o", str(output)]
         if max_registers:
             command.insert(1, f"-maxrregcount={max_registers}")
         done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
-        raise CountUnavailable(f"ptxas failed: {done.stderr.strip()[:300]}")
+        older = "Unsupported .version" in done.stderr  # NVVM's PTX is newer than this ptxas reads
+        remedy = (f"; {ptxas} is older than numba-cuda's NVVM: pip install nvidia-cuda-nvcc (or the tests extra)"
+                  if older else "")
+        raise CountUnavailable(f"ptxas failed: {done.stderr.strip()[:300]}{remedy}")
     return done.stdout + done.stderr
 
 
