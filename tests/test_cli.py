@@ -36,6 +36,17 @@ def test_mistakes_get_one_line(capsys, argv, message):
     assert message in captured.err and captured.err.count("\n") == 1
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["search", "--backend", "cuda", "--trails", "5"], "tuner search: error: unrecognized arguments: --trails 5; "
+                                                       "did you mean --trials? (see tuner search --help)"),
+    (["list", "--verbose"], "tuner list: error: unrecognized arguments: --verbose (see tuner list --help)"),
+])
+def test_an_option_the_command_does_not_take_is_named_by_that_command(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    assert exit.value.code == 2 and capsys.readouterr().err == message + "\n"
+
+
 def test_bad_backend_is_one_line_from_the_shell():
     done = subprocess.run([sys.executable, "-m", "tuner", "render", "--backend", "amd"],
                           capture_output=True, text=True)
@@ -124,9 +135,7 @@ def test_output_held_back_by_a_command_that_then_fails_is_flushed_before_tuner_r
         print("a line held back")
         raise ValueError("a mistake")
 
-    monkeypatch.setattr(tuner.cli, "build_parser", lambda: argparse.ArgumentParser())
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args",
-                        lambda self, argv=None: argparse.Namespace(command="list", run=run))
+    monkeypatch.setattr(tuner.cli, "parse", lambda argv: argparse.Namespace(command="list", run=run))
     monkeypatch.setattr(sys, "stdout", Full())
     assert main([]) == 2
     assert capsys.readouterr().err.splitlines() == [

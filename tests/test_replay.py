@@ -511,7 +511,7 @@ def test_tuner_replay_prints_the_fraction_of_the_optimum(space_file, capsys):
     out = capsys.readouterr().out
     assert "random, 2 searches of up to 30 evaluations (seeds" in out and "fraction of the optimum found: mean" in out
     assert main(["replay", str(space_file), "--trials", "1000", "--repeat", "1"]) == 0
-    assert "1 search of up to 1,000 evaluations, 432 on average: the space ran out" in capsys.readouterr().out
+    assert "1 search of up to 1,000 evaluations, 432.0 on average: the space ran out" in capsys.readouterr().out
 
 
 def test_tuner_replay_says_one_search_of_one_evaluation_in_the_singular(space_file, capsys):

@@ -141,7 +141,8 @@ def _from_kernel_tuner(path: Path, document) -> RecordedSpace:
         raise RecordingError(f"{path}: not a Kernel Tuner cache file (it lacks {error})") from None
     except (TypeError, AttributeError) as error:
         raise RecordingError(f"{path}: not a Kernel Tuner cache file (a field of the wrong type: {error})") from None
-    return RecordedSpace(f"{document.get('kernel_name', path.name)} on {document.get('device_name', '?')}",
+    device = document.get("device_name") or "a device it does not name"
+    return RecordedSpace(f"{document.get('kernel_name') or path.name} on {device}",
                          domains, results)
 
 

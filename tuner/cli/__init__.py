@@ -3,6 +3,7 @@ errors. Each command's options and handler live together in a module of this pac
 by `main`, so that a Ctrl-C while they load ends in one line too."""
 import argparse
 import contextlib
+import difflib
 import importlib
 import json
 import os
@@ -45,7 +46,21 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:
         importlib.import_module(f".{command}", __name__).add_parsers(subparsers)
+    parser.commands = subparsers.choices  # each command's parser, by name
     return parser
+
+
+def parse(argv) -> argparse.Namespace:
+    """The command line's arguments; an option the command does not take is named by that command's
+    parser, with the option it likely meant."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        taken = parser.commands[args.command]
+        options = [option for action in taken._actions for option in action.option_strings]
+        meant = difflib.get_close_matches(unknown[0].partition("=")[0], options, n=1)
+        taken.error(f"unrecognized arguments: {' '.join(unknown)}" + (f"; did you mean {meant[0]}?" if meant else ""))
+    return args
 
 
 def is_user_error(error: Exception) -> bool:
@@ -125,7 +140,7 @@ def main(argv=None) -> int:
     if stdout is not None:  # None where stdout was closed: print() then writes nothing
         sys.stdout = _Output(stdout)
     try:
-        args = build_parser().parse_args(argv)
+        args = parse(argv)
         status = _run(args)
         if stdout is not None:
             sys.stdout.flush()  # output still buffered fails here, not as Python exits

@@ -7,6 +7,14 @@ DTYPE_HELP = ("the precision: float32 (default), float64, and on cuda only float
               "result) and the tensor-core ones tf32 (float32 in and out, TF32 multiplies) and float16-tc")
 
 
+def add_backend(parser: argparse.ArgumentParser) -> None:
+    """The required --backend of the commands that render, count or tune kernels."""
+    from ..backends import BACKENDS
+
+    parser.add_argument("--backend", required=True, choices=tuple(BACKENDS),
+                        help="the GPU platform: cuda (NVIDIA, through numba-cuda) or roc (AMD, through numba-hip)")
+
+
 def add_cache_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", metavar="DIR", type=_path, help="cache directory (default: $TUNER_CACHE_DIR, "
                         "else the user cache directory)")

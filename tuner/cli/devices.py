@@ -32,5 +32,5 @@ def add_parsers(subparsers) -> None:
     devices = subparsers.add_parser("devices", help="print the detected devices and their fingerprints")
     devices.add_argument("--backend", choices=tuple(BACKENDS),
                          help="cuda or roc (default: $TUNER_BACKEND, else both)")
-    devices.add_argument("--json", action="store_true")
+    devices.add_argument("--json", action="store_true", help="print the devices as JSON")
     devices.set_defaults(run=_devices)

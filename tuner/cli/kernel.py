@@ -4,11 +4,11 @@ import argparse
 import json
 import sys
 
-from ..backends import BACKENDS, get_backend
+from ..backends import get_backend
 from ..config import Config, Tiling, WarpConfig, format_value, parse_assignments
 from ..family import DEFAULT, families
 from ..space import SEED, InvalidConfig, Space
-from .arguments import DTYPE_HELP
+from .arguments import DTYPE_HELP, add_backend
 
 
 def _space(args) -> Space:
@@ -65,7 +65,7 @@ def _resources(args) -> None:
 
 
 def _add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", required=True, choices=tuple(BACKENDS))
+    add_backend(parser)
     parser.add_argument("--dtype", default="float32", help=DTYPE_HELP)
     parser.add_argument("--family", choices=tuple(families()), default=DEFAULT,
                         help=f"the kernel family (default {DEFAULT})")
@@ -81,7 +81,7 @@ def add_parsers(subparsers) -> None:
     render.set_defaults(run=_render)
 
     space = subparsers.add_parser("space", help="show the parameter domains and the size of the valid space")
-    space.add_argument("--backend", required=True, choices=tuple(BACKENDS))
+    add_backend(space)
     space.add_argument("--dtype", default="float32", help=DTYPE_HELP)
     space.set_defaults(run=_describe_space)
 

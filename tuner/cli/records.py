@@ -129,13 +129,13 @@ def _source(record: Record) -> tuple[str, Tiling, str]:
 def add_parsers(subparsers) -> None:
     listing = subparsers.add_parser("list", help="list the cached records")
     add_cache_dir(listing)
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="print the records as JSON")
     listing.set_defaults(run=_list)
 
     show = subparsers.add_parser("show", help="show one cached record in full")
     show.add_argument("record", help="a record id from `tuner list`, or a unique part of one")
     add_cache_dir(show)
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", help="print the record as JSON")
     show.add_argument("--source", action="store_true",
                       help="also print the best configuration's kernel source, rendered from the installed templates")
     show.set_defaults(run=_show)

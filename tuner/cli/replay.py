@@ -24,14 +24,14 @@ def _replay(args) -> int:
                 if space.left_out else "")
     print(f"{space.name}: {counted(len(space.results), 'recorded configuration')}{left_out}, the best "
           f"{duration(space.optimum)}")
-    fewer = (f", {summary['mean_evaluations']:.4g} on average: the space ran out or the sampler converged"
+    fewer = (f", {summary['mean_evaluations']:,.1f} on average: the space ran out or the sampler converged"
              if summary["mean_evaluations"] < args.trials else "")
     print(f"{args.sampler}, {counted(args.repeat, 'search', 'searches')} of up to {counted(args.trials, 'evaluation')}"
           f"{fewer} (seeds {args.seed}..{args.seed + args.repeat - 1}): fraction of the optimum found: mean "
           f"{fraction['mean']:.3f}, min {fraction['min']:.3f}, max {fraction['max']:.3f}, sd {fraction['stdev']:.3f}")
     within = f"median {counted(near['median_evaluations'], 'evaluation')}" if near["runs"] else "never"
     print(f"within {NEAR - 1:.0%} of the optimum: {near['runs']} of {counted(args.repeat, 'search', 'searches')}, "
-          f"{within}; recorded cost {summary['mean_recorded_cost_seconds']:.0f} s per search")
+          f"{within}; recorded cost {summary['mean_recorded_cost_seconds']:,.0f} s per search")
     return 0
 
 
@@ -47,5 +47,5 @@ def add_parsers(subparsers) -> None:
     replay.add_argument("--seed", type=_seed, default=0, help="seed of the first search; the others follow it")
     replay.add_argument("--pending", type=_count, default=0, metavar="N",
                         help="suggestions held running before each is told, as N compile workers hold them")
-    replay.add_argument("--json", action="store_true")
+    replay.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     replay.set_defaults(run=_replay)

@@ -9,7 +9,7 @@ import sys
 import warnings
 
 from .. import cache, family, simulator
-from ..backends import BACKENDS, SIMULATOR_DEFAULT, get_backend
+from ..backends import SIMULATOR_DEFAULT, get_backend
 from ..compile_ahead import default_workers
 from ..dtypes import PRECISIONS
 from ..launch import python_module
@@ -21,7 +21,8 @@ from ..sampler import SAMPLERS
 from ..space import Space
 from ..stopping import follow_parent, stop_on_sigterm
 from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
-from .arguments import DTYPE_HELP, _count, _positive, _seconds, _seed, _storage, _study_name, add_cache_dir, add_storage
+from .arguments import (DTYPE_HELP, _count, _positive, _seconds, _seed, _storage, _study_name, add_backend,
+                        add_cache_dir, add_storage)
 from .records import print_best
 
 DEFAULT_SHAPE = (4096, 4096, 4096)  # on a GPU; the simulator has its own (simulator.SHAPE)
@@ -198,7 +199,7 @@ def print_failure_summary(trials) -> None:
 def _options() -> argparse.ArgumentParser:
     """The options of `tuner search`, for its parser and for its workers' command line."""
     search = argparse.ArgumentParser(add_help=False)
-    search.add_argument("--backend", required=True, choices=tuple(BACKENDS))
+    add_backend(search)
     search.add_argument("--simulate", action="store_true",
                         help="run on Numba's CUDA simulator (also when NUMBA_ENABLE_CUDASIM=1 or no GPU is found)")
     search.add_argument("--dtype", default="float32", help=DTYPE_HELP)
