@@ -226,3 +226,12 @@ def test_an_empty_path_option_is_not_given(monkeypatch, tmp_path):
 
     monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
     assert _path("") == "" and cache_dir(_path("")) == tmp_path
+
+
+def test_the_package_names_its_version_and_lists_only_its_public_names():
+    from importlib import metadata
+
+    import tuner
+
+    assert tuner.__version__ == metadata.version(tuner.DISTRIBUTION)
+    assert [name for name in dir(tuner) if not name.startswith("__")] == sorted(["DISTRIBUTION", *tuner.__all__])
