@@ -297,5 +297,11 @@ def test_on_a_callers_stream_the_copies_and_the_result_wait_for_what_they_follow
     assert said == ["device"]  # A's copy, on the default stream, is done before a launch on B's stream
     call.result()
     assert said == ["device", "stream"]
-    assert arrays.prepare(runtime, cuda.to_device(A), on_stream, None, 1.0, 0.0).stream is on_stream.stream
-    assert said == ["device", "stream"]  # nothing copied, nothing to wait for
+    numba_result = arrays.prepare(runtime, cuda.to_device(A), on_stream, None, 1.0, 0.0)
+    assert numba_result.stream is on_stream.stream and said == ["device", "stream"]  # nothing copied, no wait
+    numba_result.result()  # a Numba array, whose later use is on the default stream
+    assert said == ["device", "stream", "stream"]
+    aliased = cuda.to_device(np.zeros((4, 4), np.float32))
+    aliased.stream = Stream()
+    arrays.prepare(runtime, aliased, aliased, aliased, 1.0, 0.0)  # A and B copied aside, through the host
+    assert said[3:] == ["stream", "stream", "device"]

@@ -45,11 +45,16 @@ class Call:
     stream: object = 0  # the exporter's stream, so that the caller's later work is ordered after ours
 
     def result(self):
-        """The product, as the caller's `out` or as the kind of array the caller gave."""
-        if self.out is not None and is_device(self.out):
+        """The product, as the caller's `out` or as the kind of array the caller gave. Where the
+        kernel ran on an exporter's stream, a result read on the default stream (a host copy, a
+        Numba array) waits for it first: a non-blocking stream and the default one do not wait for
+        each other. A CuPy or PyTorch result needs no wait: their later work goes on that stream."""
+        on_device = self.out is not None and is_device(self.out)
+        returned = self.out if on_device else self.model if self.out is None else None  # None: a host result
+        if self.stream and _package(returned) not in ("cupy", "torch"):
+            self.stream.synchronize()
+        if on_device:
             return self.out
-        if self.stream and (isinstance(self.out, np.ndarray) or self.model is None):
-            self.stream.synchronize()  # a copy on the default stream would not wait for a non-blocking one
         if isinstance(self.out, np.ndarray):
             if self.out.flags.c_contiguous and self.out.dtype.isnative:
                 self.C.copy_to_host(self.out)
@@ -61,9 +66,14 @@ class Call:
         return _like(self.C, self.model)
 
 
+def _package(array) -> str:
+    """The top-level package of `array`'s type ("numba", "cupy", "torch"); "" for None."""
+    return "" if array is None else type(array).__module__.partition(".")[0]
+
+
 def _like(result, model):
     """`result`, a Numba device array, as the kind of device array `model` is (no copy)."""
-    package = type(model).__module__.partition(".")[0]
+    package = _package(model)
     if package == "cupy":
         import cupy
 
@@ -242,7 +252,10 @@ def _to_device(runtime: Runtime, array, out):
     if not is_device(array):
         return runtime.module.to_device(np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("=")))
     if out is not None and _may_share_memory(array, out):
-        return runtime.module.to_device(np.ascontiguousarray(array.copy_to_host()))
+        host = array.copy_to_host()
+        if getattr(array, "stream", 0):  # the copy went on the array's own stream, not waited for
+            array.stream.synchronize()
+        return runtime.module.to_device(np.ascontiguousarray(host))
     return array
 
 
