@@ -5,11 +5,9 @@ The public names are loaded when first used, so that the command line starts, an
 quietly, without first importing NumPy and Numba."""
 import importlib as _importlib
 import importlib.util as _importlib_util
-from importlib import metadata as _metadata
 
 # The name it is installed under: "tuner" on the package index is an unrelated project.
 DISTRIBUTION = "numba-matmul-tuner"
-__version__ = _metadata.version(DISTRIBUTION)
 
 # Each public name, and the module of this package that defines it.
 _PUBLIC = {"Config": "config", "WarpConfig": "config", "SEED": "space", "Space": "space",
@@ -20,8 +18,16 @@ __all__ = sorted(_PUBLIC)
 
 
 def __getattr__(name: str):
-    """A public name, imported from its module at its first use; a submodule, imported as `import
-    tuner.name` would (not `__main__`, which would run the command line, nor another private one)."""
+    """A public name, imported from its module at its first use; `__version__`; a submodule, imported
+    as `import tuner.name` would (not `__main__`, which would run the command line, nor another
+    private one)."""
+    if name == "__version__":  # read at first use: the installed distribution's metadata
+        from importlib import metadata
+
+        try:
+            return metadata.version(DISTRIBUTION)
+        except metadata.PackageNotFoundError:
+            return "unknown (not installed)"
     if name in _PUBLIC:
         value = getattr(_importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
         globals()[name] = value
@@ -32,4 +38,5 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted({name for name in globals() if not name.startswith("_") or name.startswith("__")} | set(__all__))
+    return sorted({name for name in globals() if not name.startswith("_") or name.startswith("__")}
+                  | {*__all__, "__version__"})
