@@ -38,22 +38,21 @@ def test_simulator_fingerprints_carry_the_templates_and_backend():
     assert cuda.fingerprint != roc.fingerprint and not cuda.peak_gflops
 
 
-@pytest.mark.parametrize("edited", ["matmul.py.j2", "mma.cu", *devices.GENERATOR_MODULES])
-def test_an_edit_of_a_template_or_of_the_code_that_renders_it_changes_the_templates_hash(monkeypatch, edited):
-    """A tuner whose kernels differ, by a template or by the Python that fills one in, has another
-    fingerprint, so its records are verified again rather than trusted."""
-    before, real = templates_hash(), devices.files
-
-    class Edited:
-        def __init__(self, folder):
-            self.folder = folder
-
-        def joinpath(self, name):
-            file = self.folder.joinpath(name)
-            return type("File", (), {"read_bytes": lambda _: file.read_bytes() + (b"#" if name == edited else b"")})()
-
-    monkeypatch.setattr(devices, "files", lambda package: Edited(real(package)))
+@pytest.mark.parametrize("edited", [name for _, name in devices.generator_files()])
+def test_an_edit_of_a_template_or_of_the_code_that_renders_or_launches_it_changes_the_templates_hash(
+        monkeypatch, edited):
+    """A tuner whose kernels differ, by a template or by the Python that fills one in, compiles or
+    launches it, has another fingerprint, so its records are verified again rather than trusted."""
+    before, read = templates_hash(), devices._read
+    monkeypatch.setattr(devices, "_read", lambda package, name: read(package, name) + (b"#" if name == edited else b""))
     assert templates_hash() != before
+
+
+def test_the_templates_hash_covers_the_templates_the_renderer_the_signatures_and_the_limits():
+    names = {name for _, name in devices.generator_files()}
+    assert {"matmul.py.j2", "batched_matmul.py.j2", "mma.cu", "source.py", "config.py", "family.py",
+            "families/batched.py", "families/matmul.py", "backends/cuda.py", "backends/hip.py"} <= names
+    assert "report.html.j2" not in names and "cli/search.py" not in names
 
 
 CONFIGS = list(itertools.islice(Space.of(CUDA, "float32"), 8))

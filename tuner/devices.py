@@ -14,20 +14,35 @@ from importlib import metadata
 from importlib.resources import files
 
 
-# The tuner's modules that decide a configuration's kernel: they fill in the templates (its source,
-# its jit options, its fragment offsets and types), or the kernels import them (the mma wrappers).
-GENERATOR_MODULES = ("config.py", "dtypes.py", "mma.py", "source.py")
+# The tuner's code that decides a configuration's kernel and its launch: what fills in the templates
+# (the source, the jit options, the fragment offsets and types), what the kernels import (the mma
+# wrappers), the families' compile signatures and grids, and the backends' limits. A folder stands
+# for its modules.
+GENERATOR = ("config.py", "dtypes.py", "family.py", "families", "mma.py", "source.py", "backends")
+
+
+def generator_files() -> list[tuple[str, str]]:
+    """The (package, file) of every kernel template of the registered families (the report's page
+    is not one) and of every module of GENERATOR, in a fixed order."""
+    from .family import templates
+
+    found = [("tuner.templates", name) for name in templates()]
+    for name in GENERATOR:
+        entry = files("tuner").joinpath(name)
+        found += sorted(("tuner", f"{name}/{child.name}") for child in entry.iterdir()
+                        if child.name.endswith(".py")) if entry.is_dir() else [("tuner", name)]
+    return found
+
+
+def _read(package: str, name: str) -> bytes:
+    return files(package).joinpath(name).read_bytes()
 
 
 def templates_hash() -> str:
-    """A hash of every kernel template of the registered families (the report's page is not one)
-    and of the GENERATOR_MODULES, so that a tuner whose kernels differ has another fingerprint."""
-    from .family import templates
-
+    """A hash of the generator_files, so that a tuner whose kernels differ has another fingerprint."""
     digest = hashlib.sha256()
-    for folder, names in (("tuner.templates", templates()), ("tuner", GENERATOR_MODULES)):
-        for name in names:
-            digest.update(name.encode() + b"\0" + files(folder).joinpath(name).read_bytes())
+    for package, name in generator_files():
+        digest.update(name.encode() + b"\0" + _read(package, name))
     return digest.hexdigest()[:16]
 
 
