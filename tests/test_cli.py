@@ -40,6 +40,8 @@ def test_mistakes_get_one_line(capsys, argv, message):
     (["search", "--backend", "cuda", "--trails", "5"], "tuner search: error: unrecognized arguments: --trails 5; "
                                                        "did you mean --trials? (see tuner search --help)"),
     (["list", "--verbose"], "tuner list: error: unrecognized arguments: --verbose (see tuner list --help)"),
+    (["--json", "list"], "tuner: error: --json is an option of tuner list: give it after the command (see tuner "
+                         "--help)"),
 ])
 def test_an_option_the_command_does_not_take_is_named_by_that_command(capsys, argv, message):
     with pytest.raises(SystemExit) as exit:

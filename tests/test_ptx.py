@@ -112,5 +112,5 @@ def test_a_ptxas_older_than_nvvm_is_named_with_what_to_install(tmp_path, monkeyp
     old.chmod(0o755)
     monkeypatch.setattr(resources, "ptxas_path", lambda: str(old))
     with pytest.raises(resources.CountUnavailable, match=f"Unsupported .version 9.5.*; {old} is older than "
-                                                          "numba-cuda's NVVM: pip install nvidia-cuda-nvcc"):
+                                                          "numba-cuda's NVVM: pip install -U nvidia-cuda-nvcc"):
         resources.assemble(".version 9.5\n")

@@ -197,6 +197,7 @@ def test_show_source_prints_the_kernel_that_matmul_runs_where_the_best_breaks_a_
     (["report", "--study", "no-such-study"], "no study named 'no-such-study'"),
     (["report", "--storage", "missing.journal"], "is not a file"),
     (["report", "--storage", "sqlite:///{dir}/missing.db"], "there is no database file"),
+    (["report", "--storage", "sqlite+pysqlite:///{dir}/missing.db"], "there is no database file"),
     (["report", "--out", "{file}/sub"], "cannot write there"),
 ])
 def test_report_mistakes_get_one_line(searched, tmp_path, capsys, argv, message):

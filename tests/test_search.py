@@ -18,7 +18,7 @@ from tuner.problem import Problem
 from tuner.runtime import open_runtime
 from tuner.sampler import Options, make_sampler
 from tuner.search import Search
-from tuner.space import FLAGSHIPS, SEED
+from tuner.space import FLAGSHIPS, SEED, Space
 from tuner.stopping import stop_on_sigterm
 from tuner.trials import config_key
 
@@ -190,6 +190,23 @@ def test_warm_start_takes_the_best_of_other_shapes(tmp_path):
     # Cached bests come first, ahead of the default configuration and the seed's (and, on a GPU, the flagship).
     assert best not in (SEED, Config()) and _search(tmp_path).warm_start() == [best, Config(), SEED]
     assert _search(tmp_path).space.starts(simulated=False) == (Config(), SEED, FLAGSHIPS["float32"])
+
+
+def test_a_gpus_warm_start_takes_nothing_from_the_simulators_records(tmp_path):
+    """Simulated CPU time ranks no configuration for a GPU (nor, queued from a record, would the
+    static ceiling prune it)."""
+    from records import H100
+
+    from tuner.runtime import Runtime
+    from tuner.study_record import warm_start_configs
+
+    other = Search(open_runtime(CUDA, simulate=True), Problem(16, 32, 16), root=tmp_path)
+    other.run(trials=1, timeout=None)
+    space, problem = Space.of(CUDA, "float32"), Problem(16, 16, 16)
+    on_a_gpu = Runtime(CUDA, None, H100)
+    assert warm_start_configs(space, tmp_path, on_a_gpu, problem) == ([], [Config(), SEED, FLAGSHIPS["float32"]])
+    simulated = warm_start_configs(space, tmp_path, other.runtime, problem)[0]
+    assert simulated == [cache.read_record(other.path).best.config]
 
 
 def test_warm_start_takes_nothing_cached_for_another_dtype(tmp_path):

@@ -224,7 +224,8 @@ def _domain(path: Path, name: str, values) -> tuple:
     if not isinstance(values, list) or not all(
             isinstance(value, scalar) and not (isinstance(value, float) and not math.isfinite(value))
             for value in values):
-        raise RecordingError(f"{path}: parameter {name!r} must take numbers or strings, not {values!r:.80}")
+        raise RecordingError(f"{path}: parameter {name!r} must take a list of numbers, strings, booleans or "
+                             f"nulls, not {values!r:.80}")
     domain = list(dict.fromkeys(values))
     numeric = all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in domain)
     return tuple(sorted(domain) if numeric else domain)

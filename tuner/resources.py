@@ -121,7 +121,7 @@ def assemble(ptx: str, arch: tuple[int, int] = ARCH, max_registers: int = 0, cub
         done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
         older = "Unsupported .version" in done.stderr  # NVVM's PTX is newer than this ptxas reads
-        remedy = (f"; {ptxas} is older than numba-cuda's NVVM: pip install nvidia-cuda-nvcc (or the tests extra)"
+        remedy = (f"; {ptxas} is older than numba-cuda's NVVM: pip install -U nvidia-cuda-nvcc (or the tests extra)"
                   if older else "")
         raise CountUnavailable(f"ptxas failed: {done.stderr.strip()[:300]}{remedy}")
     return done.stdout + done.stderr

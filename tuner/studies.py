@@ -57,8 +57,9 @@ def find_study(root: Path, storage: str | None, name: str | None) -> tuple[optun
     if storage:
         if "://" not in storage and not Path(storage).is_file():
             raise ValueError(f"--storage {storage!r} is not a file; pass a journal file or an Optuna storage URL")
-        database = storage.partition("sqlite:///")[2].partition("?")[0] if storage.startswith("sqlite:///") else ""
-        if database and not Path(database).is_file():  # SQLite would create an empty one
+        scheme, _, rest = storage.partition(":///")
+        database = rest.partition("?")[0] if scheme.partition("+")[0] == "sqlite" else ""
+        if database and database != ":memory:" and not Path(database).is_file():  # SQLite would create an empty one
             raise ValueError(f"--storage {storage!r}: there is no database file {database}; pass the URL of the "
                              "one the search wrote")
         storages = {redacted(storage): open_storage(storage)}

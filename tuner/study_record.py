@@ -60,7 +60,9 @@ def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storag
     trials = study.get_trials(deepcopy=False, states=STARTED)
     done = [trial for trial in trials if trial.state == TrialState.COMPLETE]
     measured = [trial for trial in done if is_measured(trial) and answers(trial, problem, runtime.device)]
-    good = sorted((trial for trial in measured if passed(trial)), key=lambda trial: -trial.value)
+    # Ranked by the measured rate, which the record's own check compares (a value may differ by 1e-9).
+    good = sorted((trial for trial in measured if passed(trial)),
+                  key=lambda trial: -trial.user_attrs["measurement"]["gflops"])
     if not good:
         return None
     kinds = [trial.user_attrs.get("kind") for trial in done]
@@ -85,6 +87,8 @@ def warm_start_configs(space: Space, root: Path, runtime: Runtime,
     found = []
     for stored in cache.Catalog.read(root).select(backend=runtime.backend.name, family=problem.family,
                                                   dtype=problem.dtype):
+        if stored.record.device.simulated and not runtime.simulated:  # simulated CPU time ranks nothing on a GPU
+            continue
         same_problem = stored.record.problem == problem
         if same_problem and stored.record.fingerprint == runtime.device.fingerprint:
             found += [(0, config) for config in stored.record.configs]

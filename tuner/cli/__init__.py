@@ -52,13 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse(argv) -> argparse.Namespace:
     """The command line's arguments; an option the command does not take is named by that command's
-    parser, with the option it likely meant."""
+    parser, with the option it likely meant, and one of the command's given before it is said so."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         taken = parser.commands[args.command]
         options = [option for action in taken._actions for option in action.option_strings]
-        meant = difflib.get_close_matches(unknown[0].partition("=")[0], options, n=1)
+        given = unknown[0].partition("=")[0]
+        if given in options:
+            parser.error(f"{given} is an option of tuner {args.command}: give it after the command")
+        meant = difflib.get_close_matches(given, options, n=1)
         taken.error(f"unrecognized arguments: {' '.join(unknown)}" + (f"; did you mean {meant[0]}?" if meant else ""))
     return args
 

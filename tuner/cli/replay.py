@@ -24,7 +24,8 @@ def _replay(args) -> int:
                 if space.left_out else "")
     print(f"{space.name}: {counted(len(space.results), 'recorded configuration')}{left_out}, the best "
           f"{duration(space.optimum)}")
-    fewer = (f", {summary['mean_evaluations']:,.1f} on average: the space ran out or the sampler converged"
+    fewer = (f", {summary['mean_evaluations']:,.1f}".removesuffix(".0") + " on average: the space ran out or the "
+             "sampler converged"
              if summary["mean_evaluations"] < args.trials else "")
     print(f"{args.sampler}, {counted(args.repeat, 'search', 'searches')} of up to {counted(args.trials, 'evaluation')}"
           f"{fewer} (seeds {args.seed}..{args.seed + args.repeat - 1}): fraction of the optimum found: mean "
