@@ -434,7 +434,7 @@ def test_a_configuration_queued_from_a_record_is_measured_whatever_its_ceiling(t
     search.study.enqueue_trial(SEED.as_dict())
     search.run(trials=1, timeout=None, warm=False)
     low = next(config for config in search.space if config != SEED)
-    assert search.enqueue([low], recorded=True) == [low]
+    assert search.enqueue([low]) == [low] and search.enqueue([low], recorded=True) == []  # waiting: now marked
     search.run(trials=1, timeout=None, warm=False)
     assert search.measured(low) is not None and search.measured(low).user_attrs["ceiling"] == 0.1
 

@@ -282,19 +282,23 @@ class SharedStorage:
     def enqueue(self, study: optuna.Study, configs: list[dict], answers=is_measured,
                 attrs: dict | None = None) -> list[dict]:
         """Queue the configurations (parameters) the study has neither measured, claimed nor queued,
-        each with the user attributes `attrs`; those queued. Under the workers' lock, so that workers
-        starting together queue each one once. Only a measured trial that `answers` for its
-        configuration (as in claim) has measured it."""
+        each with the user attributes `attrs` (given too to one already waiting in the queue); those
+        queued. Under the workers' lock, so that workers starting together queue each one once. Only
+        a measured trial that `answers` for its configuration (as in claim) has measured it."""
         with self.lock.held(study.study_name):
+            trials = study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING,
+                                                              TrialState.COMPLETE))
             taken = {config_key(trial.params) if trial.state == TrialState.COMPLETE else
                      trial.user_attrs.get("queued") or trial.user_attrs.get("claim")
-                     for trial in study.get_trials(deepcopy=False, states=(
-                         TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE))
-                     if trial.state != TrialState.COMPLETE or answers(trial)}
+                     for trial in trials if trial.state != TrialState.COMPLETE or answers(trial)}
+            waiting = {trial.user_attrs.get("queued"): trial for trial in trials if trial.state == TrialState.WAITING}
             queued = []
             for params in configs:
                 key = config_key(params)
-                if key not in taken:
+                if key in waiting:
+                    for name, value in (attrs or {}).items():
+                        self.storage.set_trial_user_attr(waiting[key]._trial_id, name, value)
+                elif key not in taken:
                     study.enqueue_trial(params, user_attrs={"queued": key, **(attrs or {})})
                     taken.add(key)
                     queued.append(params)
