@@ -2,7 +2,7 @@
 one, sorting its trials by what became of them, and counting its failures by reason."""
 import re
 import warnings
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,12 +20,29 @@ from .study_record import answers
 from .trials import Kind, kind, measurement, passed
 
 
-def _rule(reason: str) -> str:
-    """A reason with the numbers of what it found replaced by N, so that one rule broken with
-    different sizes counts as one, and its advice (after "; ") kept as written; cut to a line's length."""
-    line = reason.strip().splitlines()[0] if reason.strip() else "no reason given"
+_NUMBER = r"(\d+(?:\.\d+)?)"
+
+
+def _line(reason: str) -> str:
+    """A reason's first line."""
+    return reason.strip().splitlines()[0] if reason.strip() else "no reason given"
+
+
+def _rule(line: str) -> str:
+    """A reason's line with the numbers of what it found (before "; ", its advice) replaced by N, so
+    that one rule broken with different sizes counts as one."""
     finding, advice = line.partition("; ")[::2]
-    text = re.sub(r"\d+(\.\d+)?", "N", finding) + (f"; {advice}" if advice else "")
+    return re.sub(_NUMBER, "N", finding) + (f"; {advice}" if advice else "")
+
+
+def _shown(lines: list[str]) -> str:
+    """The reasons of one rule as one line: a number that differs between them is N, one they share
+    is kept (the 4 of "multiples of 4"); cut to a line's length."""
+    findings = [re.split(_NUMBER, line.partition("; ")[0]) for line in lines]
+    parts = [part if index % 2 == 0 or all(other[index] == part for other in findings) else "N"
+             for index, part in enumerate(findings[0])]
+    advice = lines[0].partition("; ")[2]
+    text = "".join(parts) + (f"; {advice}" if advice else "")
     return text if len(text) <= 90 else text[:87] + "..."
 
 
@@ -36,15 +53,20 @@ def _texts(said) -> list[str]:
 
 def failure_reasons(trials) -> Counter:
     """Failed measurements by status and reason, and invalid suggestions by the rule broken or the
-    heuristic that pruned them (one count per rule or heuristic)."""
-    reasons = Counter()
+    heuristic that pruned them (one count per rule or heuristic, shown as _shown says)."""
+    found = defaultdict(list)  # (what, rule) -> the reasons' lines
     for trial in trials:
         if kind(trial) == Kind.INVALID:
-            reasons.update(f"invalid: {_rule(reason)}" for reason in _texts(trial.user_attrs.get("reasons")))
-            reasons.update(f"pruned: {_rule(reason)}" for reason in _texts(trial.user_attrs.get("pruned")))
+            for what in ("reasons", "pruned"):
+                for line in map(_line, _texts(trial.user_attrs.get(what))):
+                    found["invalid" if what == "reasons" else "pruned", _rule(line)].append(line)
         elif kind(trial) == Kind.MEASURED and not passed(trial):
             said = measurement(trial)
-            reasons[f"{said['status']}: {_rule(said['reason'])}"] += 1
+            line = _line(said["reason"])
+            found[said["status"], _rule(line)].append(line)
+    reasons = Counter()
+    for (what, _), lines in found.items():
+        reasons[f"{what}: {_shown(lines)}"] += len(lines)  # two rules cut to one line count as one
     return reasons
 
 
