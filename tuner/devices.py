@@ -4,8 +4,8 @@ Each backend describes its own devices (tuner/backends/), the simulator its own 
 
 The fingerprint hashes everything that can change which kernel is fastest or whether a cached
 one still works: the device model and its size, the driver and runtime, the Numba packages and
-the templates with the code that fills them in. Two different GPUs never share it, and a change of
-software changes it.
+the templates with the code that renders, compiles and launches them. Two different GPUs never
+share it, and a change of software changes it.
 """
 import hashlib
 import json
@@ -35,6 +35,7 @@ def generator_files() -> list[tuple[str, str]]:
 
 
 def _read(package: str, name: str) -> bytes:
+    """The bytes of a file of the installed package."""
     return files(package).joinpath(name).read_bytes()
 
 
