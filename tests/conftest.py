@@ -10,6 +10,13 @@ os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 os.environ.setdefault("TUNER_KERNEL_DIR", tempfile.mkdtemp(prefix="tuner-test-kernels-"))
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker more than the cores (--maxprocesses caps it). Many tests wait on
+    subprocesses and signals, and a third worker on 2 cores fills that waiting:
+    bench/results/test_workers_per_core.txt."""
+    return (os.cpu_count() or 1) + 1
+
+
 @pytest.fixture(scope="session")
 def postgres_server():
     """A PostgreSQL server on loopback for the session, installed with apt-get if missing; the
