@@ -483,6 +483,25 @@ def test_a_forged_trial_in_the_journal_reaches_neither_the_record_nor_the_prune_
         honest.number + 1, honest.number + 2]
 
 
+def test_a_trial_whose_kind_tuner_does_not_tell_is_named_as_left_out_and_measured_again(tmp_path):
+    from tuner.studies import StudyTrials
+
+    search = _search(tmp_path)
+    search.run(trials=1, timeout=None, warm=False)
+    honest = _measured(search)[0]
+    search.study.add_trial(optuna.trial.create_trial(
+        params=honest.params, distributions=honest.distributions, value=honest.value,
+        user_attrs={**honest.user_attrs, "kind": "weird"}, system_attrs=honest.system_attrs))
+    with pytest.warns(UserWarning, match=f"trial {honest.number + 1} of the study is left out: its kind 'weird' is "
+                                         "not one tuner tells"):
+        again = _search(tmp_path)
+    assert again.measured_count() == 1
+    with pytest.warns(UserWarning, match="its kind 'weird'"):
+        runs = StudyTrials.of(again.study, cache.Catalog.read(tmp_path))
+    assert honest.number + 1 not in [trial.number for trial in runs.trials]
+    assert [trial.number for trial in runs.measured] == [honest.number]
+
+
 def test_a_forged_trial_does_not_count_in_the_budget(tmp_path):
     search = _search(tmp_path)
     search.run(trials=1, timeout=None, warm=False)

@@ -31,7 +31,7 @@ from .schema import MAX_TEXT
 from .space import Space
 from .stopping import Terminated, raise_if_stopping, shielded
 from .storage import HEARTBEAT_SECONDS, SharedStorage, redacted, worker_name
-from .study_record import answers, build_record, warm_start_configs
+from .study_record import answers, build_record, say_unknown_kinds, warm_start_configs
 from .trials import (MAX_UNMEASURED_IN_A_ROW, RECORDED, STARTED, Kind, answer, config_key, give_back, is_measured,
                      passed, suggest)
 
@@ -107,9 +107,9 @@ class Search:
         self.path = cache.record_path(root, runtime.device.slug, record.file_stem(problem))
         self._replacing_said = False  # whether this search said it replaces another study's record
         self._answered = {}  # trial number -> whether the complete trial answers for its configuration
-        self.history = {config_key(trial.params): trial
-                        for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                        if self._answers(trial)}
+        complete = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        say_unknown_kinds(complete)
+        self.history = {config_key(trial.params): trial for trial in complete if self._answers(trial)}
         self.ceilings = Ceilings.where_countable(runtime, self.space, root)
 
     def _mark(self, identity: dict) -> None:

@@ -16,7 +16,7 @@ from .record import Record
 from .simulator import CLOCK as SIMULATED
 from .space import SEED
 from .storage import open_storage, redacted
-from .study_record import answers
+from .study_record import answers, say_unknown_kinds
 from .trials import Kind, kind, measurement, passed
 
 
@@ -143,8 +143,11 @@ class StudyTrials:
         entry, path = next(((stored.record, stored.path) for stored in catalog.select(
             fingerprint=held.get("fingerprint")) if stored.record.problem.key == held.get("problem")),
             (None, None))
-        trials = [trial for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                  if not entry or kind(trial) != Kind.MEASURED or answers(trial, entry.problem, entry.device)]
+        complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        say_unknown_kinds(complete)
+        told = {told.value for told in Kind}
+        trials = [trial for trial in complete if kind(trial) in told and (
+            not entry or kind(trial) != Kind.MEASURED or answers(trial, entry.problem, entry.device))]
         measured = [trial for trial in trials if kind(trial) == Kind.MEASURED]
         good = [trial for trial in measured if passed(trial)]
         simulated = any(measurement(trial).get("clock") == SIMULATED for trial in measured)

@@ -37,6 +37,17 @@ def doubt(trial, problem: Problem, device: Device) -> str:
     return record.Measurement(**measurement).doubt(problem, device)
 
 
+def say_unknown_kinds(trials) -> None:
+    """Name in a warning, as left out, each complete trial whose kind is none tuner tells (a journal
+    edited by hand): it counts as nothing, and its configuration is measured again."""
+    told = {kind.value for kind in Kind}
+    for trial in trials:
+        said = trial.user_attrs.get("kind")
+        if trial.state == TrialState.COMPLETE and said not in told:
+            warnings.warn(f"tuner: trial {trial.number} of the study is left out: its kind {said!r:.40} is not one "
+                          "tuner tells")
+
+
 def answers(trial, problem: Problem, device: Device) -> bool:
     """Whether a measured trial may answer for its configuration: it failed, or it passed with a
     measurement the tuner made (doubt); a passing one that may not is named in a warning, as left
