@@ -10,11 +10,14 @@ os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 os.environ.setdefault("TUNER_KERNEL_DIR", tempfile.mkdtemp(prefix="tuner-test-kernels-"))
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: one worker more than the cores (--maxprocesses caps it). Many tests wait on
-    subprocesses and signals, and a third worker on 2 cores fills that waiting:
-    bench/results/test_workers_per_core.txt."""
-    return (os.cpu_count() or 1) + 1
+    """`-n auto`: one worker more than the cores this process may use (--maxprocesses caps it;
+    PYTEST_XDIST_AUTO_NUM_WORKERS, as xdist reads it, overrides it). Many tests wait on subprocesses
+    and signals, which a third worker on 2 cores can fill (bench/results/test_workers_per_core.txt)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own reading of it
+    return len(os.sched_getaffinity(0)) + 1
 
 
 @pytest.fixture(scope="session")

@@ -217,7 +217,9 @@ def test_failures_are_counted_by_status_and_by_rule():
 
     trials = [trial(kind="invalid", reasons=["unroll_k=16 does not divide block_k=8", "256 threads per block"]),
               trial(kind="invalid", reasons=["unroll_k=32 does not divide block_k=16", "needs multiples of 4"]),
-              trial(kind="invalid", reasons=["needs multiples of 4\nmore"]),
+              trial(kind="invalid", reasons=["needs multiples of 4\nmore", "size 4 too big"]),
+              trial(kind="invalid", reasons=["size N too big"], pruned=["error 0.5 over 1e-4"]),  # a literal N
+              trial(kind="invalid", pruned=["error 0.25 over 1e-4"]),
               trial(kind="invalid", reasons=[], pruned=["the 8x2 register tile is elongated beyond 2:1"]),
               trial(kind="invalid", reasons=["pad=3 is for vector fragments; use pad 0 or 1"]),
               trial(kind="measured", measurement={"status": "wrong", "reason": "relative error 0.5 over 1e-4"}),
@@ -225,7 +227,8 @@ def test_failures_are_counted_by_status_and_by_rule():
               trial(kind="duplicate", duplicate_of=0)]
     # A number that differs between a rule's reasons is N; one they share, or a lone reason's, is kept.
     assert failure_reasons(trials) == {"invalid: unroll_k=N does not divide block_k=N": 2,
-                                       "invalid: needs multiples of 4": 2,
+                                       "invalid: needs multiples of 4": 2, "invalid: size N too big": 2,
+                                       "pruned: error N over 1e-4": 2,
                                        "invalid: 256 threads per block": 1, "wrong: relative error 0.5 over 1e-4": 1,
                                        "pruned: the 8x2 register tile is elongated beyond 2:1": 1,
                                        "invalid: pad=3 is for vector fragments; use pad 0 or 1": 1}

@@ -489,17 +489,24 @@ def test_a_trial_whose_kind_tuner_does_not_tell_is_named_as_left_out_and_measure
     search = _search(tmp_path)
     search.run(trials=1, timeout=None, warm=False)
     honest = _measured(search)[0]
-    search.study.add_trial(optuna.trial.create_trial(
-        params=honest.params, distributions=honest.distributions, value=honest.value,
-        user_attrs={**honest.user_attrs, "kind": "weird"}, system_attrs=honest.system_attrs))
-    with pytest.warns(UserWarning, match=f"trial {honest.number + 1} of the study is left out: its kind 'weird' is "
-                                         "not one tuner tells"):
+    other = next(config for config in search.space if config_key(config.as_dict()) != config_key(honest.params))
+    for odd in ("weird", ["measured"]):  # a list too: a journal can hold anything
+        search.study.add_trial(optuna.trial.create_trial(
+            params=other.as_dict(), distributions=honest.distributions, value=honest.value,
+            user_attrs={**honest.user_attrs, "kind": odd}, system_attrs=honest.system_attrs))
+    with pytest.warns(UserWarning) as caught:
         again = _search(tmp_path)
-    assert again.measured_count() == 1
-    with pytest.warns(UserWarning, match="its kind 'weird'"):
+        assert again.measured_count() == 1 and again.measured(other) is None
+        assert again.enqueue([other]) == [other]
+        again.run(trials=1, timeout=None, warm=False)
+        assert again.measured(other).number == honest.number + 3  # measured again
         runs = StudyTrials.of(again.study, cache.Catalog.read(tmp_path))
     assert honest.number + 1 not in [trial.number for trial in runs.trials]
-    assert [trial.number for trial in runs.measured] == [honest.number]
+    assert [trial.number for trial in runs.measured] == [honest.number, honest.number + 3]
+    said = {str(warning.message) for warning in caught}
+    assert {f"tuner: trial {honest.number + 1} of the study is left out: its kind 'weird' is not one tuner tells",
+            f"tuner: trial {honest.number + 2} of the study is left out: its kind ['measured'] is not one tuner "
+            "tells"} == said
 
 
 def test_a_forged_trial_does_not_count_in_the_budget(tmp_path):

@@ -189,8 +189,9 @@ def draw(runs: StudyTrials, records: list[Record], results: list, root: Path) ->
     reasons = failure_reasons(runs.trials)
     add("failures", "Failures by reason",
         "Measured variants that failed, by status (compile, launch, wrong) and reason, and invalid suggestions, "
-        "never compiled, by the rule they broke (numbers shown as N; a suggestion breaking several rules counts "
-        "for each).", "" if reasons else "no variant failed and no suggestion was invalid",
+        "never compiled, by the rule they broke (a number that differs between a rule's reasons shown as N; a "
+        "suggestion breaking several rules counts for each).",
+        "" if reasons else "no variant failed and no suggestion was invalid",
         lambda: _failures(reasons))
     add("records", "Cached entries",
         f"The best configuration of each cached entry ({len(records)}, from the user's cache and the shipped "

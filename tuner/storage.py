@@ -13,6 +13,7 @@ command started twice) through the default journal file, or on many hosts throug
 import contextlib
 import copy
 import errno
+import itertools
 import os
 import random
 import re
@@ -20,6 +21,7 @@ import socket
 import threading
 import time
 import warnings
+from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
@@ -291,13 +293,18 @@ class SharedStorage:
             taken = {config_key(trial.params) if trial.state == TrialState.COMPLETE else
                      trial.user_attrs.get("queued") or trial.user_attrs.get("claim")
                      for trial in trials if trial.state != TrialState.COMPLETE or answers(trial)}
-            waiting = {trial.user_attrs.get("queued"): trial for trial in trials if trial.state == TrialState.WAITING}
+            waiting = defaultdict(list)  # key -> its waiting trials (a dead worker's may be queued again beside it)
+            for trial in trials:
+                if trial.state == TrialState.WAITING:
+                    waiting[trial.user_attrs.get("queued")].append(trial)
             queued = []
             for params in configs:
                 key = config_key(params)
                 if key in waiting:
-                    for name, value in (attrs or {}).items():
-                        self.storage.set_trial_user_attr(waiting[key]._trial_id, name, value)
+                    for trial, (name, value) in itertools.product(waiting[key], (attrs or {}).items()):
+                        # a worker may have taken it off the queue and finished it since: nothing to mark
+                        with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+                            self.storage.set_trial_user_attr(trial._trial_id, name, value)
                 elif key not in taken:
                     study.enqueue_trial(params, user_attrs={"queued": key, **(attrs or {})})
                     taken.add(key)

@@ -39,10 +39,16 @@ def _shown(lines: list[str]) -> str:
     """The reasons of one rule as one line: a number that differs between them is N, one they share
     is kept (the 4 of "multiples of 4"); cut to a line's length."""
     findings = [re.split(_NUMBER, line.partition("; ")[0]) for line in lines]
+    if len({len(finding) for finding in findings}) > 1:  # a literal N in one of them: as the rule says it
+        return _cut(_rule(lines[0]))
     parts = [part if index % 2 == 0 or all(other[index] == part for other in findings) else "N"
              for index, part in enumerate(findings[0])]
     advice = lines[0].partition("; ")[2]
-    text = "".join(parts) + (f"; {advice}" if advice else "")
+    return _cut("".join(parts) + (f"; {advice}" if advice else ""))
+
+
+def _cut(text: str) -> str:
+    """A line cut to 90 characters."""
     return text if len(text) <= 90 else text[:87] + "..."
 
 
@@ -146,7 +152,7 @@ class StudyTrials:
         complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         say_unknown_kinds(complete)
         told = {told.value for told in Kind}
-        trials = [trial for trial in complete if kind(trial) in told and (
+        trials = [trial for trial in complete if isinstance(kind(trial), str) and kind(trial) in told and (
             not entry or kind(trial) != Kind.MEASURED or answers(trial, entry.problem, entry.device))]
         measured = [trial for trial in trials if kind(trial) == Kind.MEASURED]
         good = [trial for trial in measured if passed(trial)]

@@ -43,7 +43,7 @@ def say_unknown_kinds(trials) -> None:
     told = {kind.value for kind in Kind}
     for trial in trials:
         said = trial.user_attrs.get("kind")
-        if trial.state == TrialState.COMPLETE and said not in told:
+        if trial.state == TrialState.COMPLETE and not (isinstance(said, str) and said in told):
             warnings.warn(f"tuner: trial {trial.number} of the study is left out: its kind {said!r:.40} is not one "
                           "tuner tells")
 
