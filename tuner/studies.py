@@ -17,7 +17,7 @@ from .simulator import CLOCK as SIMULATED
 from .space import SEED
 from .storage import open_storage, redacted
 from .study_record import answers, say_unknown_kinds
-from .trials import Kind, kind, measurement, passed
+from .trials import Kind, is_told, kind, measurement, passed
 
 
 _NUMBER = r"(\d+(?:\.\d+)?)"
@@ -151,8 +151,7 @@ class StudyTrials:
             (None, None))
         complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         say_unknown_kinds(complete)
-        told = {told.value for told in Kind}
-        trials = [trial for trial in complete if isinstance(kind(trial), str) and kind(trial) in told and (
+        trials = [trial for trial in complete if is_told(trial) and (
             not entry or kind(trial) != Kind.MEASURED or answers(trial, entry.problem, entry.device))]
         measured = [trial for trial in trials if kind(trial) == Kind.MEASURED]
         good = [trial for trial in measured if passed(trial)]

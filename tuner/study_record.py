@@ -15,7 +15,7 @@ from .problem import Problem
 from .runtime import Runtime
 from .schema import check
 from .space import Space
-from .trials import STARTED, Kind, config_key, is_measured, passed
+from .trials import STARTED, Kind, config_key, is_measured, is_told, passed
 
 
 def doubt(trial, problem: Problem, device: Device) -> str:
@@ -40,12 +40,10 @@ def doubt(trial, problem: Problem, device: Device) -> str:
 def say_unknown_kinds(trials) -> None:
     """Name in a warning, as left out, each complete trial whose kind is none tuner tells (a journal
     edited by hand): it counts as nothing, and its configuration is measured again."""
-    told = {kind.value for kind in Kind}
     for trial in trials:
-        said = trial.user_attrs.get("kind")
-        if trial.state == TrialState.COMPLETE and not (isinstance(said, str) and said in told):
-            warnings.warn(f"tuner: trial {trial.number} of the study is left out: its kind {said!r:.40} is not one "
-                          "tuner tells")
+        if trial.state == TrialState.COMPLETE and not is_told(trial):
+            warnings.warn(f"tuner: trial {trial.number} of the study is left out: its kind "
+                          f"{trial.user_attrs.get('kind')!r:.40} is not one tuner tells")
 
 
 def answers(trial, problem: Problem, device: Device) -> bool:

@@ -41,6 +41,9 @@ class Kind(str, Enum):
     SURPLUS = "surplus"  # asked for and not measured: the budget ran out, or the run ended first
 
 
+_KINDS = frozenset(kind.value for kind in Kind)
+
+
 @dataclass(frozen=True)
 class Decision:
     """What a worker does with the trial whose turn has come: measure it (its claim is written) or,
@@ -62,6 +65,12 @@ def config_key(params: dict) -> str:
 def kind(trial) -> str:
     """The Kind `trial` was told as, or "" if it was not told one."""
     return trial.user_attrs.get("kind", "")
+
+
+def is_told(trial) -> bool:
+    """Whether the trial was told as one of the Kinds (a journal edited by hand may hold anything)."""
+    said = trial.user_attrs.get("kind")
+    return isinstance(said, str) and said in _KINDS
 
 
 def is_measured(trial) -> bool:

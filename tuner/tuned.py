@@ -206,7 +206,7 @@ class Library:
 _lock = threading.Lock()
 _runtimes: dict[str | None, Runtime] = {}  # backend asked for -> the runtime first opened for it
 _on_device: dict[tuple[str, int | None], Runtime] = {}  # (backend, device id) -> the runtime of that device
-_libraries: dict[tuple[str, int | None, Path], Library] = {}
+_libraries: dict[tuple[tuple[str, int | None], Path], Library] = {}  # (device key, cache root) -> its records
 
 
 def _device_id(runtime: Runtime) -> int | None:
@@ -214,31 +214,32 @@ def _device_id(runtime: Runtime) -> int | None:
     return None if runtime.simulated else getattr(runtime.module.get_current_device(), "id", None)
 
 
-def _runtime(backend: str | None) -> Runtime:
-    """The runtime of `backend` on the program's current device: a program may switch GPUs
-    (cuda.select_device, `with cuda.gpus[1]`), and each has its own records. Under _lock."""
-    if backend not in _runtimes:
+def _runtime(backend: str | None) -> tuple[tuple[str, int | None], Runtime]:
+    """The runtime of `backend` on the program's current device, with its key (backend, device id):
+    a program may switch GPUs (cuda.select_device, `with cuda.gpus[1]`), and each has its own
+    records. Under _lock."""
+    just_opened = backend not in _runtimes
+    if just_opened:
         try:
-            opened = _runtimes[backend] = detect_runtime(backend)
+            _runtimes[backend] = detect_runtime(backend)
         except NoGPU as reason:
             raise NoGPU(f"no GPU here ({reason}); tuner.matmul needs one, or, to try it on Numba's CUDA simulator "
                         "(slow: small matrices only), set NUMBA_ENABLE_CUDASIM=1 before starting Python") from None
-        _on_device.setdefault((opened.backend.name, _device_id(opened)), opened)
     opened = _runtimes[backend]
     key = (opened.backend.name, _device_id(opened))
-    if key not in _on_device:
-        _on_device[key] = Runtime(opened.backend, opened.module, opened.backend.describe(opened.module))
-    return _on_device[key]
+    if key not in _on_device:  # a runtime just opened describes the current device already
+        _on_device[key] = opened if just_opened else Runtime(opened.backend, opened.module,
+                                                             opened.backend.describe(opened.module))
+    return key, _on_device[key]
 
 
 def _library(backend: str | None, cache_dir) -> Library:
     with _lock:
-        runtime = _runtime(backend)
+        key, runtime = _runtime(backend)
         root = cache.cache_dir(cache_dir, option="cache_dir=")
-        key = (runtime.device.fingerprint, _device_id(runtime), root)
-        if key not in _libraries:
-            _libraries[key] = Library.load(runtime, root, named=cache_dir is not None)
-        return _libraries[key]
+        if (key, root) not in _libraries:
+            _libraries[key, root] = Library.load(runtime, root, named=cache_dir is not None)
+        return _libraries[key, root]
 
 
 def reload() -> None:
