@@ -295,6 +295,10 @@ def test_a_trial_whose_value_in_the_journal_is_not_one_number_is_left_out_of_the
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
     assert "this run: measured 1 " in captured.out  # the trial left out does not count in the budget
+    complete = find_study(root, None, None)[0].get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    counted = len(complete) - 1  # the trial left out is not counted either
+    assert f"({counted} completed)" in captured.out
+    assert f"failures by reason (the study's {counted} completed trial" in captured.out
 
 
 def test_a_study_whose_identity_is_not_an_object_has_none():

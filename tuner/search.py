@@ -33,7 +33,7 @@ from .stopping import Terminated, raise_if_stopping, shielded
 from .storage import HEARTBEAT_SECONDS, SharedStorage, redacted, worker_name
 from .study_record import answers, build_record, say_unknown_kinds, warm_start_configs
 from .trials import (MAX_UNMEASURED_IN_A_ROW, RECORDED, STARTED, Kind, answer, config_key, give_back, is_measured,
-                     passed, suggest)
+                     is_told, passed, suggest)
 
 # A CUDA fault leaves the context unusable, so every later launch in the process fails too.
 MAX_LAUNCH_FAILURES_IN_A_ROW = 3
@@ -176,6 +176,12 @@ class Search:
     def measured_count(self) -> int:
         """Variants the study has measured, every worker's, as its budget counts them (_answers)."""
         return sum(map(self._answers, self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))))
+
+    def counted_trials(self) -> list:
+        """The study's complete trials that count: told as one of tuner's kinds and, if measured,
+        answering for their configuration (those left out are warned of, as the report leaves them out)."""
+        return [trial for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if is_told(trial) and (not is_measured(trial) or self._answers(trial))]
 
     def trial_count(self) -> int:
         """Trials the study has started (queued ones are not counted)."""

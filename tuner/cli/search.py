@@ -81,7 +81,6 @@ def _warnings_above(bar):
 
 
 def _search(args) -> int:
-    from optuna.trial import TrialState
     from tqdm import tqdm
 
     from ..search import Search
@@ -118,7 +117,7 @@ def _search(args) -> int:
     with bar, _warnings_above(bar):
         outcome = search.run(None, args.timeout, progress, budget=args.trials, compile_workers=workers)
     measured = search.measured_count()
-    completed = search.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    completed = search.counted_trials()
     budget = f" (its budget: {args.trials})" if args.trials else ""
     print(f"this run: measured {outcome.measured} ({outcome.failed} failed), {outcome.invalid} invalid and "
           f"{counted(outcome.duplicates, 'repeated suggestion')} answered without measuring; the study now has "
