@@ -114,6 +114,57 @@ def test_a_result_off_by_a_tenth_of_a_percent_fails_verification(tmp_path, monke
     assert measurement["status"] == "wrong" and measurement["reason"] == f"relative error 0.001 exceeds {bound}"
 
 
+def test_one_wrong_element_fails_verification_where_the_whole_result_is_within_the_bound(tmp_path, monkeypatch):
+    """An error in one tile or element hides in the Frobenius norm of a large result; each element
+    is also bounded by its own scale, |A|·|B|."""
+    seen = {}
+
+    def one_off(A, B, C, alpha, beta):
+        a, b = A.copy_to_host().astype(np.float64), B.copy_to_host().astype(np.float64)
+        product, scale = a @ b, np.abs(a) @ np.abs(b)
+        product[0, 0] += 3e-4 * scale[0, 0]
+        seen["whole"] = 3e-4 * scale[0, 0] / np.linalg.norm(a @ b)
+        C.copy_to_device(product.astype(C.dtype))
+
+    _plant(monkeypatch, FIRST, _Launches(one_off))
+    search = _search(tmp_path)
+    search.run(trials=1, timeout=None)
+    measurement = _measured(search)[0].user_attrs["measurement"]
+    assert seen["whole"] < 1e-4  # the whole result is within the bound
+    assert measurement["status"] == "wrong" and measurement["reason"].startswith("an element errs by 0.0003")
+
+
+def _plus_beta_c(beta, c):
+    """beta * C as a kernel adds it: C is not read where beta is 0 (a NaN-poisoned C stays unread)."""
+    return beta * c if beta else 0.0
+
+
+@pytest.mark.parametrize("kernel, wrong", [
+    (lambda a, b, c, alpha, beta: alpha * (a @ b) + _plus_beta_c(beta, c), ""),
+    (lambda a, b, c, alpha, beta: alpha * (a @ b), "at 65x65x33 with alpha -0.75 and beta 0.5: relative error"),
+    (lambda a, b, c, alpha, beta: a @ b + _plus_beta_c(beta, c),
+     "at 65x65x33 with alpha -0.75 and beta 0.5: relative error"),
+], ids=["right", "beta-ignored", "alpha-ignored"])
+def test_the_gpu_protocol_verifies_edge_tiles_alpha_and_beta_too(tmp_path, monkeypatch, kernel, wrong):
+    """A kernel right on the searched product (alpha 1, beta 0, whole tiles) may still be wrong on
+    the shapes and scalars tuner.matmul serves: the GPU protocol verifies it on a product with edge
+    tiles, alpha and beta as well (the simulator's skips it for time, so it is asked for here)."""
+    def launch(A, B, C, alpha, beta):
+        host = [array.copy_to_host().astype(np.float64) for array in (A, B, C)]
+        C.copy_to_device(kernel(*host, alpha, beta).astype(C.dtype))
+
+    _plant(monkeypatch, FIRST, _Launches(launch))
+    runtime = open_runtime(CUDA, simulate=True)
+    space = Space.of(CUDA, "float32")
+    operands = tuner.measure.Operands.fresh(runtime, space, PROBLEM, seed=0)
+    protocol = dataclasses.replace(tuner.measure.SIMULATOR_PROTOCOL, edges=True)
+    measured = tuner.measure.measure(runtime, space, PROBLEM, FIRST, operands, protocol, tmp_path)
+    status, reason = measured.measurement.status, measured.measurement.reason
+    assert (status, reason[:len(wrong)]) == ("wrong" if wrong else "ok", wrong)
+    assert not tuner.measure.measure(runtime, space, PROBLEM, FIRST, operands, tuner.measure.SIMULATOR_PROTOCOL,
+                                     tmp_path).measurement.reason  # the simulator's protocol checks the product alone
+
+
 @pytest.mark.parametrize("where, status", [("load", "compile"), ("launch", "launch")])
 def test_build_and_launch_failures_are_recorded_with_the_reason(tmp_path, monkeypatch, where, status):
     def broken(*args):

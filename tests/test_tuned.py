@@ -81,7 +81,7 @@ def test_a_record_under_other_software_that_fails_verification_here_is_not_used(
 
 def test_under_other_software_a_runner_up_serves_when_the_best_fails_verification(cache_dir, monkeypatch):
     monkeypatch.setattr("tuner.tuned.verify_config",
-                        lambda runtime, space, problem, config, kernels: "planted" if config == SMALL else "")
+                        lambda runtime, space, config, kernels: "planted" if config == SMALL else "")
     _store(cache_dir, OTHER_SOFTWARE, Problem(16, 16, 16), [(SMALL, 5.0), (LARGE, 4.0)])
     with pytest.warns(tuner.OtherSoftwareWarning) as caught:
         kernel = tuner.get_kernel(16, 16, 16)

@@ -19,9 +19,11 @@ from .problem import Problem
 
 
 DEFAULT = "matmul"  # the family of a product that asks for no other
-# Bounds on ||C - reference|| / ||reference|| by accumulation precision. Rounding in a k-term dot
-# product grows like sqrt(k) * eps (float32 eps 1.2e-7, float64 2.2e-16); these leave two orders
-# of magnitude for k up to 65536, while a missing or doubled tile errs by 1e-2 or more.
+# Bounds on ||C - reference|| / ||reference|| by accumulation precision, and on each element's
+# error over its scale |A| @ |B| (measure.verify). Rounding in a k-term dot product grows like
+# sqrt(k) * eps (float32 eps 1.2e-7, float64 2.2e-16); these leave two orders of magnitude for k
+# up to 65536, while a missing or doubled tile errs by 1e-2 or more. An element's error over its
+# scale is about eps whatever k, so one wrong tile or element fails where the whole would not.
 TOLERANCE = {"float32": 1e-4, "float64": 1e-11}
 # Bounds for tensor-core shapes whose inputs are rounded: TF32 keeps 10 mantissa bits, so the product
 # of rounded inputs errs by up to about 3e-4 (bench/results/tensor_core_tolerance.json, K up to 8192);

@@ -1,4 +1,4 @@
-"""The measurement protocol: verify a variant once against a float64 reference, then time it.
+"""The measurement protocol: verify a variant against a float64 reference, then time it.
 
 A variant that fails to compile, fails to launch or gives a wrong answer is a Measurement with
 that status and the reason; only an "ok" one has a time, so no failure can ever be the best.
@@ -27,26 +27,43 @@ class Protocol:
     batch: int  # repetitions per batch; a second batch is the first stability check
     max_reps: int
     stable: float  # stop once one more batch moves the median by less than this fraction
+    edges: bool = True  # verify also on a small product with edge tiles, alpha and beta (verify_edges)
 
 
 GPU_PROTOCOL = Protocol(warmup_seconds=0.05, batch=10, max_reps=200, stable=0.005)
-# Simulated launches take seconds and do not vary with caches or clocks: one batch of two.
-SIMULATOR_PROTOCOL = Protocol(warmup_seconds=0.0, batch=2, max_reps=2, stable=1.0)
+# Simulated launches take seconds and do not vary with caches or clocks: one batch of two, and no
+# second verification, which would double a simulated variant's time (tests verify edges themselves).
+SIMULATOR_PROTOCOL = Protocol(warmup_seconds=0.0, batch=2, max_reps=2, stable=1.0, edges=False)
+# Where the edge check runs C = ALPHA * A @ B + BETA * C: exact in binary, neither the identity nor zero.
+ALPHA, BETA = -0.75, 0.5
 
 
 @dataclass(frozen=True)
 class Operands:
-    """Fresh random inputs on the device, and the float64 product they must give."""
+    """Fresh random inputs on the device, the float64 result they must give, and each element's
+    scale, |alpha| |A| @ |B| + |beta| |C|, which bounds that element's rounding error. C is None
+    for a product into a NaN-poisoned C (alpha 1, beta 0), else C's values before the launch."""
 
     A: object
     B: object
     reference: np.ndarray
+    scale: np.ndarray
+    C: np.ndarray | None = None
+    alpha: float = 1.0
+    beta: float = 0.0
 
     @classmethod
-    def fresh(cls, runtime: Runtime, space: Space, problem: Problem, seed: int) -> "Operands":
-        A, B = space.family.random_operands(problem, np.random.default_rng(seed), space.precision.input)
-        reference = space.family.reference(A, B)
-        return cls(runtime.module.to_device(A), runtime.module.to_device(B), reference)
+    def fresh(cls, runtime: Runtime, space: Space, problem: Problem, seed: int, scaled: bool = False) -> "Operands":
+        """Operands of `problem` drawn with `seed`; `scaled`: with ALPHA, BETA and a random C."""
+        rng, family = np.random.default_rng(seed), space.family
+        A, B = family.random_operands(problem, rng, space.precision.input)
+        product, scale = family.reference(A, B), family.reference(np.abs(A), np.abs(B))
+        A, B = runtime.module.to_device(A), runtime.module.to_device(B)
+        if not scaled:
+            return cls(A, B, product, scale)
+        C = rng.uniform(-1, 1, product.shape).astype(space.precision.output)
+        return cls(A, B, ALPHA * product + BETA * C.astype(np.float64), abs(ALPHA) * scale + abs(BETA) * np.abs(C),
+                   C, ALPHA, BETA)
 
 
 @dataclass(frozen=True)
@@ -69,15 +86,32 @@ def _resources(compiled) -> dict:
 
 
 def verify(runtime: Runtime, kernel: Kernel, operands: Operands, tolerance: float) -> tuple[float, str]:
-    """Run once into a NaN-poisoned C and bound the relative error; (error, "") when correct."""
-    poisoned = np.full(operands.reference.shape, np.nan, dtype=kernel.space.precision.output)
-    C = runtime.module.to_device(poisoned)
-    kernel.bind(operands.A, operands.B, C)()
-    result = C.copy_to_host().astype(np.float64)
-    error = float(np.linalg.norm(result - operands.reference) / max(np.linalg.norm(operands.reference), 1e-300))
+    """Run once and bound the error twice: over the whole result (the relative Frobenius error,
+    which catches an error spread thinly, such as rounded inputs) and in each element (its error
+    over its scale, which catches a wrong tile or element that the whole would dilute); (the
+    relative error, "") when correct."""
+    output = kernel.space.precision.output
+    before = np.full(operands.reference.shape, np.nan, dtype=output) if operands.C is None else operands.C
+    C = runtime.module.to_device(before)
+    kernel.bind(operands.A, operands.B, C, operands.alpha, operands.beta)()
+    difference = C.copy_to_host().astype(np.float64) - operands.reference
+    error = float(np.linalg.norm(difference) / max(np.linalg.norm(operands.reference), 1e-300))
     if not error <= tolerance:  # NaN fails too: an element the kernel never wrote
         return error, f"relative error {error:.3g} exceeds {tolerance:.0e}"
+    worst = float(np.max(np.abs(difference) / np.maximum(operands.scale, 1e-300), initial=0.0))
+    if not worst <= tolerance:
+        return error, f"an element errs by {worst:.3g} of its |A|·|B|, over {tolerance:.0e}"
     return error, ""
+
+
+def verify_edges(runtime: Runtime, kernel: Kernel) -> str:
+    """Why `kernel` is wrong on its family's small product with edge tiles in every dimension,
+    with ALPHA and BETA (Family.verification), or "" when it is right there."""
+    space = kernel.space
+    problem = space.family.verification(kernel.config, space.precision.name)
+    operands = Operands.fresh(runtime, space, problem, seed=0, scaled=True)
+    _, wrong = verify(runtime, kernel, operands, space.family.tolerance(space.precision))
+    return f"at {problem.shape_text} with alpha {ALPHA} and beta {BETA}: {wrong}" if wrong else ""
 
 
 def time_launch(runtime: Runtime, launch, protocol: Protocol) -> list[float]:
@@ -119,6 +153,8 @@ def measure(runtime: Runtime, space: Space, problem: Problem, config: Tiling, op
     phase("compile")
     try:
         error, wrong = verify(runtime, kernel, operands, space.family.tolerance(space.precision))
+        if not wrong and protocol.edges:
+            wrong = verify_edges(runtime, kernel)
         phase("verify")
         if wrong:
             failed = Measurement("wrong", wrong, relative_error=error, clock=runtime.clock)
@@ -139,14 +175,13 @@ def measure(runtime: Runtime, space: Space, problem: Problem, config: Tiling, op
     ), tuple(times), phases, resources)
 
 
-def verify_config(runtime: Runtime, space: Space, problem: Problem, config: Tiling, kernels: Path | None = None) -> str:
-    """Why `config` does not compute `problem` correctly here (its compile or launch error, or its
-    error against the float64 reference), or "" when it does."""
+def verify_config(runtime: Runtime, space: Space, config: Tiling, kernels: Path | None = None) -> str:
+    """Why `config` does not compute correctly here (its compile or launch error, or its error on
+    verify_edges's product), or "" when it does."""
     try:
         kernel = load(space, config, kernels)
         kernel.compile()
-        operands = Operands.fresh(runtime, space, problem, seed=0)
-        _, wrong = verify(runtime, kernel, operands, space.family.tolerance(space.precision))
+        wrong = verify_edges(runtime, kernel)
     except OSError:
         raise  # the kernel directory or the disk, not the configuration
     except Exception as error:  # the configuration's failure, said in one line

@@ -170,8 +170,7 @@ class Library:
         on a product with edge tiles in every dimension; said in a warning either way."""
         key = (choice.path, choice.config)
         if key not in self.verified:
-            problem = space.family.verification(choice.config, space.precision.name)
-            check = verify_config(self.runtime, space, problem, choice.config, self.kernels)
+            check = verify_config(self.runtime, space, choice.config, self.kernels)
             self.verified[key] = not check
             changes = ", ".join(software_changes(choice.record.device, self.runtime.device)) or "other versions"
             outcome = (f"it passed verification here, and runs as tuned; to re-time it: tuner regenerate --backend "
