@@ -9,7 +9,7 @@ import pytest
 
 import tuner
 from tuner.backends import BACKENDS, CUDA, ROC, SIMULATOR_DEFAULT, NoDevice
-from tuner.runtime import NoGPU, driver_device_count
+from tuner.runtime import FLUSH_BYTES, NoGPU, Runtime, driver_device_count
 
 TUNER = Path(tuner.__file__).parent
 # Where a backend's name or the simulator's arch may be spelled out and compared.
@@ -85,3 +85,28 @@ def test_a_numba_config_file_that_turns_the_simulator_on_is_refused_in_place_of_
     assert done.stderr.strip().endswith(f"Numba's configuration turns its CUDA simulator on (NUMBA_ENABLE_CUDASIM, or "
                                         f"enable_cudasim in {tmp_path / '.numba_config.yaml'}), so the GPU would not "
                                         "be measured; unset it, or pass --simulate")
+
+
+@pytest.mark.parametrize("l2_bytes, flushed", [(50 << 20, FLUSH_BYTES), (4 << 20, FLUSH_BYTES), (256 << 20, 512 << 20)],
+                         ids=["H100", "small", "large"])
+def test_the_cache_flush_copies_twice_the_l2_and_at_least_256_mib(l2_bytes, flushed):
+    """A flush smaller than AMD's Infinity Cache, which HIP leaves out of the L2's size, would leave
+    the operands cached, and one shorter than the host's launch would time the launch."""
+    from dataclasses import replace
+
+    from records import H100
+
+    made, copies = [], []
+
+    class Array:
+        def __init__(self, words, dtype):
+            made.append(words * 4)
+
+        def copy_to_device(self, source):
+            copies.append(source)
+
+    module = type("Module", (), {"device_array": staticmethod(Array)})
+    runtime = Runtime(CUDA, module, replace(H100, l2_bytes=l2_bytes))
+    runtime.flush_l2()
+    runtime.flush_l2()
+    assert made == [flushed, flushed] and len(copies) == 2  # the buffers are made once

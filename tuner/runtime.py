@@ -35,6 +35,12 @@ def driver_device_count(backend: Backend) -> int:
         raise NoGPU(str(reason)) from None
 
 
+# The least a cache flush copies, as Triton's do_bench zeroes 256 MB: AMD's Infinity Cache (256 MiB
+# on MI300), which HIP does not count in the L2's size, is evicted too, and the copy outlasts the
+# host's launch of the timed kernel queued behind it, so no host time falls between the events.
+FLUSH_BYTES = 256 << 20
+
+
 @dataclass
 class Runtime:
     """Where kernels run: a Numba module, the device behind it, and how launches are timed."""
@@ -65,11 +71,12 @@ class Runtime:
         return self.module.event_elapsed_time(start, end) / 1e3
 
     def flush_l2(self) -> None:
-        """Evict the L2 cache by copying a buffer twice its size on the device (no-op simulated)."""
+        """Evict the caches by copying, on the device, a buffer twice the L2's size and at least
+        FLUSH_BYTES (no-op simulated)."""
         if self.simulated:
             return
         if not self._flush_buffers:
-            words = max(self.device.l2_bytes, 8 << 20) // 2  # int32 words in 2 x L2
+            words = max(2 * self.device.l2_bytes, FLUSH_BYTES) // 4  # int32 words
             self._flush_buffers = tuple(self.module.device_array(words, "int32") for _ in range(2))
         source, target = self._flush_buffers
         target.copy_to_device(source)
