@@ -146,6 +146,47 @@ def test_a_product_taller_than_a_grid_runs_as_several_launches(monkeypatch):
     _close(C.copy_to_host(), _expected(A, B), "float32")
 
 
+def test_a_tuned_kernel_refuses_a_c_over_its_operands():
+    """tuner.matmul copies an operand that `out` overlaps; the kernel itself would read what it overwrites."""
+    A, B = _operands(72, 72, 72)
+    kernel, dA, dB = tuner.get_kernel(72, 72, 72), cuda.to_device(A), cuda.to_device(B)
+    for C, name in ((dA, "A"), (dB, "B")):
+        with pytest.raises(ValueError, match=f"C shares memory with {name}, .*; pass a separate C"):
+            kernel(dA, dB, C)
+    np.testing.assert_array_equal(dA.copy_to_host(), A)  # nothing ran
+
+
+class _Dispatcher:
+    """Stands in for a Numba dispatcher: counts launches, and warns as numba-cuda does of a grid
+    under 128 blocks when one is configured."""
+
+    def __init__(self):
+        self.launches = 0
+
+    def __getitem__(self, configuration):
+        grid = configuration[0]
+        warnings.warn(f"\x1b[1mGrid size {np.prod(grid)} will likely result in GPU under-utilization due to "
+                      "low occupancy.\x1b[0m", UserWarning)
+        warnings.warn("another warning from the launch", UserWarning)
+        return self.launch
+
+    def launch(self, *arguments):
+        self.launches += 1
+
+
+def test_a_tuned_kernel_leaves_out_numbas_small_grid_warning_and_launches_nothing_for_an_empty_c():
+    kernel = tuner.get_kernel(8, 5, 6).kernel
+    dispatcher = _Dispatcher()
+    kernel = dataclasses.replace(kernel, function=dispatcher)
+    A, B = (cuda.to_device(operand) for operand in _operands(8, 5, 6))
+    with pytest.warns(UserWarning) as caught:
+        kernel(A, B, cuda.device_array((8, 5), np.float32))
+    assert [str(warning.message) for warning in caught] == ["another warning from the launch"]
+    assert dispatcher.launches == 1
+    kernel(cuda.device_array((0, 6), np.float32), B, cuda.device_array((0, 5), np.float32))  # a grid of no blocks
+    assert dispatcher.launches == 1
+
+
 def test_empty_dimensions_follow_numpy():
     assert tuner.matmul(np.zeros((0, 3), np.float32), np.zeros((3, 4), np.float32)).shape == (0, 4)
     assert tuner.matmul(np.zeros((3, 4), np.float32), np.zeros((4, 0), np.float32)).shape == (3, 0)
@@ -181,10 +222,14 @@ BAD = {
     "inner dimensions": ((F32, F32), {}, ValueError, r"A's columns \(3\) must equal B's rows \(4\)"),
     "a vector": ((F32[0], F32.T), {}, ValueError,
                  "2-D matrices or 3-D stacks of them .*, but A is 1-D and B is 2-D; reshape"),
-    "a stack of 4-D": ((np.ones((2, 2, 4, 3), np.float32), F32.T), {}, ValueError, "A is 4-D"),
+    "a stack of 4-D": ((np.ones((2, 2, 4, 3), np.float32), F32.T), {}, ValueError,
+                       r"A is 4-D and B is 2-D; reshape a deeper stack S into one, as S.reshape\(-1, \*S.shape"),
+    "a scalar": ((np.float32(2), F32.T), {}, ValueError, "A is 0-D and B is 2-D; a scalar s is no operand: pass it as"),
     "integers": ((np.ones((4, 3), int), np.ones((3, 2), int)), {}, TypeError, "int64 matrices are not supported"),
     "complex": ((F32.astype(complex), F32.T.astype(complex)), {}, TypeError, "complex128 matrices"),
-    "mixed dtypes": ((F32, F32.T.astype(np.float64)), {}, TypeError, "does not mix dtypes"),
+    "mixed dtypes": (([[1.0, 2.0, 3.0]] * 4, F32.T), {}, TypeError,
+                     r"A is float64 and B is float32; .* does not mix dtypes: cast one, e.g. B as np.asarray\(B, "
+                     r"dtype=np.float64\)"),
     "out of the wrong shape": ((F32, F32.T), {"out": np.zeros((4, 3), np.float32)}, ValueError,
                                r"out has shape \(4, 3\), but A @ B is 4x4"),
     "out of the wrong dtype": ((F32, F32.T), {"out": np.zeros((4, 4))}, TypeError, "out is float64"),

@@ -153,7 +153,7 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     sizes, c_shape = family.sizes(tuple(A.shape), tuple(B.shape))
     if native[0] != native[1]:
         raise TypeError(f"A is {native[0]} and B is {native[1]}; tuner.matmul does not mix dtypes: "
-                        "cast one, e.g. B.astype(A.dtype)")
+                        f"cast one, e.g. B as np.asarray(B, dtype=np.{native[0]})")
     dtype = _precision(runtime, native[0].name, precision)
     accumulate = np.dtype(PRECISIONS[dtype].accumulate).type
     wider = "" if accumulate is np.float64 else ", or use float64 matrices"
@@ -251,7 +251,7 @@ def _to_device(runtime: Runtime, array, out):
     Numba copies between device arrays only of one layout; it is the rare case."""
     if not is_device(array):
         return runtime.module.to_device(np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("=")))
-    if out is not None and _may_share_memory(array, out):
+    if out is not None and may_share_memory(array, out):
         host = array.copy_to_host()
         if getattr(array, "stream", 0):  # the copy went on the array's own stream, not waited for
             array.stream.synchronize()
@@ -259,7 +259,7 @@ def _to_device(runtime: Runtime, array, out):
     return array
 
 
-def _may_share_memory(first, second) -> bool:
+def may_share_memory(first, second) -> bool:
     """Whether the byte ranges two device arrays span overlap (a bound: strided views that
     interleave count as overlapping). The simulator's device arrays live in host memory and
     export NumPy's array interface instead of CUDA's."""

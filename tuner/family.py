@@ -137,8 +137,14 @@ def family_for(a_dims: int, b_dims: int) -> Family:
         if family.accepts(a_dims, b_dims):
             return family
     taken = " or ".join(family.operands for family in families().values())
-    raise ValueError(f"tuner.matmul multiplies {taken}, but A is {a_dims}-D and B is {b_dims}-D; reshape them "
-                     "(a vector v as v.reshape(1, -1) or v.reshape(-1, 1))")
+    deepest = max(family.operand_dims for family in families().values())
+    if 0 in (a_dims, b_dims):
+        hint = "a scalar s is no operand: pass it as alpha=s"
+    elif max(a_dims, b_dims) > deepest:
+        hint = "reshape a deeper stack S into one, as S.reshape(-1, *S.shape[-2:])"
+    else:
+        hint = "reshape them (a vector v as v.reshape(1, -1) or v.reshape(-1, 1))"
+    raise ValueError(f"tuner.matmul multiplies {taken}, but A is {a_dims}-D and B is {b_dims}-D; {hint}")
 
 
 def chosen(args) -> Family:

@@ -18,6 +18,7 @@ import os
 import pwd
 import stat
 import sys
+import threading
 import types
 import warnings
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from . import cache, disk, simulator
-from .arrays import scalar
+from .arrays import may_share_memory, scalar
 from .config import Tiling
 from .source import render
 from .space import Space
@@ -277,6 +278,13 @@ def import_source(source: str, module_name: str, directory: Path | None = None) 
     return module
 
 
+# numba-cuda's NumbaPerformanceWarning for a grid of under 128 blocks: a small product's grid is
+# small, which the caller cannot change. Configuring a launch is where it is raised, under
+# catch_warnings, which is process-wide, so one thread at a time.
+_LOW_OCCUPANCY = r".*Grid size \d+ will likely result in GPU under-utilization"
+_configuring = threading.Lock()
+
+
 @dataclass(frozen=True)
 class Kernel:
     """A compiled-on-demand kernel of one family with what it takes to launch it."""
@@ -308,17 +316,26 @@ class Kernel:
             accumulate = np.dtype(self.space.precision.accumulate).type
             alpha, beta = scalar("alpha", alpha, accumulate), scalar("beta", beta, accumulate)
             self.check_operands(A, B, C)
+        if 0 in tuple(C.shape):
+            return lambda: None  # nothing to compute, and a grid with no blocks is no launch
         parts = self.space.family.parts(A, B, C, self.config, self.space.backend.limits.grid_rows)
         grids = [self.grid(C_part.shape) for _, _, C_part in parts]
         if len(parts) == 1 and not simulator.simulating():
-            configured = self.function[grids[0], self.block, stream]
+            configured = self._configured(grids[0], stream)
             return lambda: configured(A, B, C, alpha, beta)
 
         def launch():  # configured at each launch: the simulator's kernel keeps only its last configuration
             with simulator.one_launch_at_a_time():
                 for grid, (A_part, B_part, C_part) in zip(grids, parts):
-                    self.function[grid, self.block, stream](A_part, B_part, C_part, alpha, beta)
+                    self._configured(grid, stream)(A_part, B_part, C_part, alpha, beta)
         return launch
+
+    def _configured(self, grid: tuple[int, ...], stream):
+        """The kernel configured for one launch of `grid` on `stream`, without numba-cuda's warning
+        of a small grid (_LOW_OCCUPANCY)."""
+        with _configuring, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", _LOW_OCCUPANCY)
+            return self.function[grid, self.block, stream]
 
     def compile(self):
         """Compile now for C-contiguous operands, so compile errors surface apart from launch
@@ -330,8 +347,9 @@ class Kernel:
 
     def check_operands(self, A, B, C) -> None:
         """ValueError unless A, B and C have the dimensions, shapes and dtypes of one product of
-        this kernel's family (TypeError for what is not an array). The kernel takes the sizes from
-        C and A; anything else would read out of bounds."""
+        this kernel's family, and C shares no memory with A or B (TypeError for what is not an
+        array). The kernel takes the sizes from C and A; anything else would read out of bounds,
+        and a C over an operand would be read after it was overwritten."""
         precision, family = self.space.precision, self.space.family
         for name, array, dtype in (("A", A, precision.input), ("B", B, precision.input), ("C", C, precision.output)):
             if not (hasattr(array, "shape") and hasattr(array, "dtype")):
@@ -346,6 +364,10 @@ class Kernel:
             c_shape = None
         if c_shape != tuple(C.shape):
             raise ValueError(f"shapes do not chain: A {A.shape} @ B {B.shape} -> C {C.shape}")
+        for name, array in (("A", A), ("B", B)):
+            if may_share_memory(array, C):
+                raise ValueError(f"C shares memory with {name}, which the kernel would overwrite while reading it; "
+                                 f"pass a separate C (tuner.matmul copies such an operand itself)")
 
 
 def load(space: Space, config: Tiling, directory: Path | None = None) -> Kernel:
