@@ -90,6 +90,28 @@ def test_without_nvdisasm_there_is_no_fma_fraction_and_the_reason_says_why(tmp_p
         nvdisasm_beside(str(tmp_path / "ptxas"))
 
 
+def test_a_disassembler_that_fails_leaves_no_fma_fraction_and_says_why():
+    """As without nvdisasm: the search measures the variant unpruned, rather than stopping."""
+    script = """
+import json, subprocess
+from tuner import sass
+from tuner.backends import CUDA
+from tuner.resources import count
+from tuner.space import Space
+
+def failing(cubin, ptxas):
+    raise subprocess.CalledProcessError(1, ["nvdisasm", "-c", str(cubin)])
+
+sass.disassemble = failing
+space = Space.of(CUDA, "float32")
+print(json.dumps(count(space, space.default()).as_dict()))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=_compiler_env())
+    assert done.returncode == 0, done.stderr
+    counted = json.loads(done.stdout)
+    assert counted["fma_fraction"] is None and "nvdisasm" in counted["fma_fraction_missing"]
+
+
 def test_roc_has_no_static_count():
     done = subprocess.run([sys.executable, "-m", "tuner", "resources", "--backend", "roc"],
                           capture_output=True, text=True, env=_compiler_env())

@@ -176,6 +176,6 @@ def count(space: Space, config: Tiling, arch: tuple[int, int] = ARCH, directory:
             path = interior_k_tile(cubin, space, config)
             counts["fma_fraction"] = round(path["multiply_adds"] / path["issued"], 4)
             counts["k_tile_multiply_adds"] = path["multiply_adds"]
-        except (sass.NoDisassembler, ValueError) as missing:
-            counts["fma_fraction_missing"] = str(missing)
+        except (sass.NoDisassembler, ValueError, subprocess.CalledProcessError) as missing:
+            counts["fma_fraction_missing"] = str(missing)  # no count: the variant is measured, unpruned
     return parse_ptxas(output, seconds, **counts)
