@@ -57,7 +57,8 @@ class Operands:
         """Operands of `problem` drawn with `seed`; `scaled`: with ALPHA, BETA and a random C."""
         rng, family = np.random.default_rng(seed), space.family
         A, B = family.random_operands(problem, rng, space.precision.input)
-        product, scale = family.reference(A, B), family.reference(np.abs(A), np.abs(B))
+        product = family.reference(A, B)
+        scale = np.maximum(family.reference(np.abs(A), np.abs(B)), np.finfo(np.float64).tiny)
         A, B = runtime.module.to_device(A), runtime.module.to_device(B)
         if not scaled:
             return cls(A, B, product, scale)
@@ -94,11 +95,13 @@ def verify(runtime: Runtime, kernel: Kernel, operands: Operands, tolerance: floa
     before = np.full(operands.reference.shape, np.nan, dtype=output) if operands.C is None else operands.C
     C = runtime.module.to_device(before)
     kernel.bind(operands.A, operands.B, C, operands.alpha, operands.beta)()
-    difference = C.copy_to_host().astype(np.float64) - operands.reference
+    difference = C.copy_to_host().astype(np.float64)
+    difference -= operands.reference
     error = float(np.linalg.norm(difference) / max(np.linalg.norm(operands.reference), 1e-300))
     if not error <= tolerance:  # NaN fails too: an element the kernel never wrote
         return error, f"relative error {error:.3g} exceeds {tolerance:.0e}"
-    worst = float(np.max(np.abs(difference) / np.maximum(operands.scale, 1e-300), initial=0.0))
+    np.abs(difference, out=difference)
+    worst = float(np.max(np.divide(difference, operands.scale, out=difference), initial=0.0))
     if not worst <= tolerance:
         return error, f"an element errs by {worst:.3g} of its |A|·|B|, over {tolerance:.0e}"
     return error, ""
