@@ -157,34 +157,52 @@ def test_a_tuned_kernel_refuses_a_c_over_its_operands():
 
 
 class _Dispatcher:
-    """Stands in for a Numba dispatcher: counts launches, and warns as numba-cuda does of a grid
-    under 128 blocks when one is configured."""
+    """Stands in for a Numba dispatcher: counts launches."""
 
     def __init__(self):
         self.launches = 0
 
     def __getitem__(self, configuration):
-        grid = configuration[0]
-        warnings.warn(f"\x1b[1mGrid size {np.prod(grid)} will likely result in GPU under-utilization due to "
-                      "low occupancy.\x1b[0m", UserWarning)
-        warnings.warn("another warning from the launch", UserWarning)
         return self.launch
 
     def launch(self, *arguments):
         self.launches += 1
 
 
-def test_a_tuned_kernel_leaves_out_numbas_small_grid_warning_and_launches_nothing_for_an_empty_c():
-    kernel = tuner.get_kernel(8, 5, 6).kernel
+def test_a_tuned_kernel_launches_nothing_for_an_empty_c():
+    """A grid with no blocks is no launch (CUDA refuses one)."""
     dispatcher = _Dispatcher()
-    kernel = dataclasses.replace(kernel, function=dispatcher)
+    kernel = dataclasses.replace(tuner.get_kernel(8, 5, 6).kernel, function=dispatcher)
     A, B = (cuda.to_device(operand) for operand in _operands(8, 5, 6))
-    with pytest.warns(UserWarning) as caught:
-        kernel(A, B, cuda.device_array((8, 5), np.float32))
-    assert [str(warning.message) for warning in caught] == ["another warning from the launch"]
+    kernel(A, B, cuda.device_array((8, 5), np.float32))
+    kernel(cuda.device_array((0, 6), np.float32), B, cuda.device_array((0, 5), np.float32))
     assert dispatcher.launches == 1
-    kernel(cuda.device_array((0, 6), np.float32), B, cuda.device_array((0, 5), np.float32))  # a grid of no blocks
-    assert dispatcher.launches == 1
+
+
+def test_a_tuned_kernel_leaves_out_numbas_small_grid_warning_and_only_its_own(tmp_path):
+    """numba-cuda warns of a grid under 128 blocks when a launch is configured, which needs no GPU;
+    tuner's launches go without it, and other kernels' keep it."""
+    script = f"""
+import warnings
+from pathlib import Path
+from tuner.backends import CUDA
+from tuner.kernel import load
+from tuner.space import Space
+
+space = Space.of(CUDA, "float32")
+kernel = load(space, space.default(), Path({str(tmp_path / "kernels")!r}))
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    kernel._configured((1, 1), 0)
+    tuners = len(seen)
+    kernel.function[(2, 1), kernel.block, 0]  # configured as any Numba kernel is
+print(tuners, [str(warning.message) for warning in seen[tuners:]])
+"""
+    environment = {name: value for name, value in os.environ.items() if name != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment)
+    assert done.returncode == 0, done.stderr
+    tuners, others = done.stdout.split(" ", 1)
+    assert tuners == "0" and "Grid size 2 will likely result in GPU under-utilization" in others
 
 
 def test_empty_dimensions_follow_numpy():
@@ -230,6 +248,8 @@ BAD = {
     "mixed dtypes": (([[1.0, 2.0, 3.0]] * 4, F32.T), {}, TypeError,
                      r"A is float64 and B is float32; .* does not mix dtypes: cast one, e.g. B as np.asarray\(B, "
                      r"dtype=np.float64\)"),
+    "mixed with integers": ((np.ones((4, 3), np.int64), F32.T), {}, TypeError,
+                            r"A is int64 and B is float32; .* cast one, e.g. A as np.asarray\(A, dtype=np.float32\)"),
     "out of the wrong shape": ((F32, F32.T), {"out": np.zeros((4, 3), np.float32)}, ValueError,
                                r"out has shape \(4, 3\), but A @ B is 4x4"),
     "out of the wrong dtype": ((F32, F32.T), {"out": np.zeros((4, 4))}, TypeError, "out is float64"),

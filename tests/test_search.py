@@ -143,7 +143,7 @@ def _plus_beta_c(beta, c):
     (lambda a, b, c, alpha, beta: alpha * (a @ b) + _plus_beta_c(beta, c), ""),
     (lambda a, b, c, alpha, beta: alpha * (a @ b), "at 65x65x33 with alpha -0.75 and beta 0.5: relative error"),
     (lambda a, b, c, alpha, beta: a @ b + _plus_beta_c(beta, c),
-     "at 65x65x33 with alpha -0.75 and beta 0.5: relative error"),
+     "at 65x65x33 with alpha -0.75 and beta 0: relative error"),
 ], ids=["right", "beta-ignored", "alpha-ignored"])
 def test_the_gpu_protocol_verifies_edge_tiles_alpha_and_beta_too(tmp_path, monkeypatch, kernel, wrong):
     """A kernel right on the searched product (alpha 1, beta 0, whole tiles) may still be wrong on
@@ -163,6 +163,21 @@ def test_the_gpu_protocol_verifies_edge_tiles_alpha_and_beta_too(tmp_path, monke
     assert (status, reason[:len(wrong)]) == ("wrong" if wrong else "ok", wrong)
     assert not tuner.measure.measure(runtime, space, PROBLEM, FIRST, operands, tuner.measure.SIMULATOR_PROTOCOL,
                                      tmp_path).measurement.reason  # the simulator's protocol checks the product alone
+
+
+def test_the_edge_check_reads_no_c_where_beta_is_0(tmp_path):
+    """A kernel that reads C where beta is 0 turns garbage into NaN (0 * NaN): verify_edges, all that
+    a record made under other software is checked with, runs that way too."""
+    runtime = open_runtime(CUDA, simulate=True)
+    space = Space.of(CUDA, "float32")
+
+    def reads_c(A, B, C, alpha, beta):
+        host = [array.copy_to_host().astype(np.float64) for array in (A, B, C)]
+        C.copy_to_device((alpha * (host[0] @ host[1]) + beta * host[2]).astype(C.dtype))
+
+    kernel = dataclasses.replace(tuner.measure.load(space, FIRST, tmp_path), function=_Launches(reads_c))
+    assert tuner.measure.verify_edges(runtime, kernel) == (
+        "at 65x65x33 with alpha -0.75 and beta 0: relative error nan exceeds 1e-04")
 
 
 @pytest.mark.parametrize("where, status", [("load", "compile"), ("launch", "launch")])

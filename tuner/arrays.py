@@ -152,8 +152,11 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     family = family_for(len(A.shape), len(B.shape))
     sizes, c_shape = family.sizes(tuple(A.shape), tuple(B.shape))
     if native[0] != native[1]:
+        taken = runtime.backend.dtypes
+        target = next((dtype.name for dtype in native if dtype.name in taken), taken[0])  # one tuner multiplies
+        cast = "B" if native[0].name == target else "A"
         raise TypeError(f"A is {native[0]} and B is {native[1]}; tuner.matmul does not mix dtypes: "
-                        f"cast one, e.g. B as np.asarray(B, dtype=np.{native[0]})")
+                        f"cast one, e.g. {cast} as np.asarray({cast}, dtype=np.{target})")
     dtype = _precision(runtime, native[0].name, precision)
     accumulate = np.dtype(PRECISIONS[dtype].accumulate).type
     wider = "" if accumulate is np.float64 else ", or use float64 matrices"

@@ -278,10 +278,11 @@ def import_source(source: str, module_name: str, directory: Path | None = None) 
     return module
 
 
-# numba-cuda's NumbaPerformanceWarning for a grid of under 128 blocks: a small product's grid is
-# small, which the caller cannot change. Configuring a launch is where it is raised, under
-# catch_warnings, which is process-wide, so one thread at a time.
-_LOW_OCCUPANCY = r".*Grid size \d+ will likely result in GPU under-utilization"
+# numba-cuda warns (NumbaPerformanceWarning) when a launch is configured with under 128 blocks, as
+# its dispatcher module's config.CUDA_LOW_OCCUPANCY_WARNINGS says; a small product's grid is small,
+# which the caller cannot change, so that setting is off while tuner configures its launches, one
+# thread at a time. (Filtering the warning instead would touch the process's warning state, which
+# Numba's compiler in another thread uses too.)
 _configuring = threading.Lock()
 
 
@@ -332,10 +333,16 @@ class Kernel:
 
     def _configured(self, grid: tuple[int, ...], stream):
         """The kernel configured for one launch of `grid` on `stream`, without numba-cuda's warning
-        of a small grid (_LOW_OCCUPANCY)."""
-        with _configuring, warnings.catch_warnings():
-            warnings.filterwarnings("ignore", _LOW_OCCUPANCY)
+        of a small grid (see _configuring)."""
+        config = getattr(sys.modules.get(type(self.function).__module__), "config", None)
+        if not hasattr(config, "CUDA_LOW_OCCUPANCY_WARNINGS"):  # the simulator's, or a Numba without it
             return self.function[grid, self.block, stream]
+        with _configuring:
+            warns, config.CUDA_LOW_OCCUPANCY_WARNINGS = config.CUDA_LOW_OCCUPANCY_WARNINGS, 0
+            try:
+                return self.function[grid, self.block, stream]
+            finally:
+                config.CUDA_LOW_OCCUPANCY_WARNINGS = warns
 
     def compile(self):
         """Compile now for C-contiguous operands, so compile errors surface apart from launch

@@ -34,7 +34,7 @@ GPU_PROTOCOL = Protocol(warmup_seconds=0.05, batch=10, max_reps=200, stable=0.00
 # Simulated launches take seconds and do not vary with caches or clocks: one batch of two, and no
 # second verification, which would double a simulated variant's time (tests verify edges themselves).
 SIMULATOR_PROTOCOL = Protocol(warmup_seconds=0.0, batch=2, max_reps=2, stable=1.0, edges=False)
-# Where the edge check runs C = ALPHA * A @ B + BETA * C: exact in binary, neither the identity nor zero.
+# The edge check's alpha and beta (verify_edges): exact in binary, neither the identity nor zero.
 ALPHA, BETA = -0.75, 0.5
 
 
@@ -53,18 +53,19 @@ class Operands:
     beta: float = 0.0
 
     @classmethod
-    def fresh(cls, runtime: Runtime, space: Space, problem: Problem, seed: int, scaled: bool = False) -> "Operands":
-        """Operands of `problem` drawn with `seed`; `scaled`: with ALPHA, BETA and a random C."""
+    def fresh(cls, runtime: Runtime, space: Space, problem: Problem, seed: int, alpha: float = 1.0,
+              beta: float = 0.0) -> "Operands":
+        """Operands of `problem` drawn with `seed`, for C = alpha * A @ B + beta * C: into a
+        NaN-poisoned C where beta is 0, else into a random one."""
         rng, family = np.random.default_rng(seed), space.family
         A, B = family.random_operands(problem, rng, space.precision.input)
-        product = family.reference(A, B)
-        scale = np.maximum(family.reference(np.abs(A), np.abs(B)), np.finfo(np.float64).tiny)
+        product = alpha * family.reference(A, B)
+        scale = np.maximum(abs(alpha) * family.reference(np.abs(A), np.abs(B)), np.finfo(np.float64).tiny)
         A, B = runtime.module.to_device(A), runtime.module.to_device(B)
-        if not scaled:
-            return cls(A, B, product, scale)
+        if not beta:
+            return cls(A, B, product, scale, None, alpha)
         C = rng.uniform(-1, 1, product.shape).astype(space.precision.output)
-        return cls(A, B, ALPHA * product + BETA * C.astype(np.float64), abs(ALPHA) * scale + abs(BETA) * np.abs(C),
-                   C, ALPHA, BETA)
+        return cls(A, B, product + beta * C.astype(np.float64), scale + abs(beta) * np.abs(C), C, alpha, beta)
 
 
 @dataclass(frozen=True)
@@ -108,13 +109,18 @@ def verify(runtime: Runtime, kernel: Kernel, operands: Operands, tolerance: floa
 
 
 def verify_edges(runtime: Runtime, kernel: Kernel) -> str:
-    """Why `kernel` is wrong on its family's small product with edge tiles in every dimension,
-    with ALPHA and BETA (Family.verification), or "" when it is right there."""
+    """Why `kernel` is wrong on its family's small product with edge tiles in every dimension
+    (Family.verification), computed both ways a kernel writes C: ALPHA * A @ B into a
+    NaN-poisoned C (beta 0: C is not read), and ALPHA * A @ B + BETA * C into a random C; or ""
+    when it is right there."""
     space = kernel.space
     problem = space.family.verification(kernel.config, space.precision.name)
-    operands = Operands.fresh(runtime, space, problem, seed=0, scaled=True)
-    _, wrong = verify(runtime, kernel, operands, space.family.tolerance(space.precision))
-    return f"at {problem.shape_text} with alpha {ALPHA} and beta {BETA}: {wrong}" if wrong else ""
+    for beta in (0.0, BETA):
+        operands = Operands.fresh(runtime, space, problem, seed=0, alpha=ALPHA, beta=beta)
+        _, wrong = verify(runtime, kernel, operands, space.family.tolerance(space.precision))
+        if wrong:
+            return f"at {problem.shape_text} with alpha {ALPHA} and beta {beta:g}: {wrong}"
+    return ""
 
 
 def time_launch(runtime: Runtime, launch, protocol: Protocol) -> list[float]:

@@ -70,9 +70,9 @@ class Problem:
 
     @property
     def reference_bytes(self) -> int:
-        """Host memory for verifying: float64 copies of A and B, their float64 product and each
-        element's scale (measure.Operands)."""
-        return 8 * (sum(math.prod(shape) for shape in self.shapes) + math.prod(self.shapes[2]))
+        """Host memory for verifying: float64 copies of A and B, their float64 product, each
+        element's scale (measure.Operands) and a result's difference from the product (measure.verify)."""
+        return 8 * (sum(math.prod(shape) for shape in self.shapes) + 2 * math.prod(self.shapes[2]))
 
     @property
     def shape_text(self) -> str:

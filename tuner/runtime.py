@@ -111,7 +111,7 @@ class Runtime:
         host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         if problem.reference_bytes > host // 2:
             return (f"{shape} needs {problem.reference_bytes / 2**30:.1f} GiB of host memory to verify against "
-                    f"(float64 copies and product), over half of this machine's {host / 2**30:.0f} GiB")
+                    f"(float64 copies, product and checks), over half of this machine's {host / 2**30:.0f} GiB")
         return ""
 
     def devices(self) -> list[Device]:
