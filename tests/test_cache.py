@@ -27,6 +27,14 @@ def test_any_change_of_device_or_software_changes_the_fingerprint(change):
     assert dataclasses.replace(H100, **change).fingerprint != H100.fingerprint
 
 
+def test_the_memory_size_the_driver_reports_is_no_part_of_the_gpu_model():
+    """It changes on one card (ECC on a GDDR card, the driver's reservation): its records are then
+    verified on first use, as under other software, not taken for another model's."""
+    smaller = dataclasses.replace(H100, memory_bytes=H100.memory_bytes * 15 // 16)
+    assert smaller.model == H100.model and smaller.fingerprint != H100.fingerprint
+    assert dataclasses.replace(H100, name="NVIDIA H100 PCIe").model != H100.model
+
+
 def test_fingerprint_is_stable_and_names_a_directory():
     assert dataclasses.replace(H100).fingerprint == H100.fingerprint
     assert H100.slug == f"cuda-nvidia-h100-80gb-hbm3-{H100.fingerprint}"

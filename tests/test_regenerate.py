@@ -104,6 +104,62 @@ def test_nothing_to_regenerate_is_said_plainly(tmp_path, capsys):
     assert "nothing to regenerate (run tuner search first)" in capsys.readouterr().out
 
 
+def _ship(monkeypatch, tmp_path, device: Device, problem: Problem) -> None:
+    """Ship a record of `problem` tuned on `device`, as cache/records does."""
+    shipped = tmp_path / "shipped"
+    cache.write_record(cache.record_path(shipped, device.slug, problem.key),
+                       make_record(device, problem, [(SMALL, 9e3)]))
+    monkeypatch.setattr("tuner.cache.shipped_dir", lambda: shipped)
+
+
+def test_products_shipped_for_another_gpu_model_are_not_regenerated_here(tmp_path, capsys, monkeypatch):
+    """They are tuner search's to tune here, if wanted: regenerate would otherwise start a full
+    search for each on every other GPU. The user's own products of other GPUs are re-tuned."""
+    _ship(monkeypatch, tmp_path, H100, PROBLEM)
+    assert _regenerate(tmp_path / "cache") == 0
+    out, err = capsys.readouterr()
+    assert "nothing to regenerate" in out and "16x16x16" not in out
+    assert "the cache" in err and "does not exist: only the records shipped for this GPU model" in err
+
+
+def test_a_product_shipped_for_this_gpu_model_under_other_software_is_re_verified(tmp_path, capsys, monkeypatch):
+    _ship(monkeypatch, tmp_path, OLD_TEMPLATES, PROBLEM)
+    assert _regenerate(tmp_path / "cache") == 0
+    assert "float32-16x16x16: re-verified" in capsys.readouterr().out
+
+
+def test_a_precision_the_device_lacks_is_skipped(tmp_path, capsys, monkeypatch):
+    from tuner.runtime import Runtime
+
+    monkeypatch.setattr(Runtime, "lacks", lambda self, precision: f"{precision.name} needs tensor cores")
+    cache.write_record(cache.record_path(tmp_path, H100.slug, PROBLEM.key), make_record(H100, PROBLEM, [(SMALL, 9e3)]))
+    assert _regenerate(tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "float32-16x16x16: skipped\n  float32 needs tensor cores" in out and "re-tuned" not in out
+
+
+def test_a_re_tune_stopped_halfway_is_finished_by_the_next_run_not_started_again(tmp_path, capsys, monkeypatch):
+    """Its budget is the study's measured variants when it began plus --trials, kept in the study."""
+    import tuner.search
+
+    cache.write_record(cache.record_path(tmp_path, H100.slug, PROBLEM.key), make_record(H100, PROBLEM, [(SMALL, 9e3)]))
+    run = tuner.search.Search.run
+
+    def stopped_after_two(search, trials, timeout, *arguments, budget=None, **keywords):
+        outcome = run(search, 2, timeout, *arguments, budget=budget, **keywords)
+        outcome.interrupted = True  # as Ctrl-C after the second variant
+        return outcome
+
+    monkeypatch.setattr(tuner.search.Search, "run", stopped_after_two)
+    assert _regenerate(tmp_path, "--trials", "5") == 130
+    monkeypatch.setattr(tuner.search.Search, "run", run)
+    assert _regenerate(tmp_path, "--trials", "5") == 0
+    out, err = capsys.readouterr()
+    assert "tuned before on NVIDIA H100 80GB HBM3\n" in err and "on Numba CUDA simulator" not in err
+    assert "float32-16x16x16: re-tuned" in out and "after 5 variants (before: 9,000 GFLOP/s on NVIDIA H100" in out
+    assert _here(tmp_path).budget.measured == 5
+
+
 @pytest.mark.parametrize("arguments, message", [
     (["--trials", "0"], "must be a whole number, at least 1, not 0"),
     (["--backend", "metal"], "invalid choice: 'metal'"),

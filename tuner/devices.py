@@ -122,5 +122,7 @@ def software_changes(old: Device, new: Device) -> list[str]:
     return changes
 
 
-_HARDWARE = ("backend", "name", "arch", "multiprocessors", "memory_bytes", "clock_khz", "l2_bytes")
+# The memory size the driver reports is in the fingerprint, not the model: it changes with ECC on a
+# GDDR card and with what the driver reserves, so one card would otherwise become another model.
+_HARDWARE = ("backend", "name", "arch", "multiprocessors", "clock_khz", "l2_bytes")
 

@@ -1,12 +1,14 @@
 """`tuner regenerate`: bring the cache up to date with this GPU and the software installed.
 
-Every product tuned before on a GPU of this backend, in the user's cache or the shipped one, is
-brought to the current device's fingerprint (a product tuned only on the simulator is left to it):
+Every product tuned before on a GPU of this backend, in the user's cache, or shipped for this GPU
+model, is brought to the current device's fingerprint (a product tuned only on the simulator is
+left to it; one shipped only for other GPU models is for `tuner search` to tune here):
 - a record of this fingerprint is current and is left alone;
 - a record of this GPU model under other software (driver, runtime, Numba, templates) has its
   configurations re-rendered from the installed templates, re-verified and re-timed;
 - a product tuned only on other GPUs, or whose configurations all fail now, is re-tuned,
-  warm-started from the other GPUs' best configurations.
+  warm-started from the other GPUs' best configurations;
+- a product too large for the device, or of a precision it lacks, is skipped.
 Both go through a study of the new fingerprint, so a later `tuner search` continues from them.
 That study is marked while its product is regenerated, so that a run stopped halfway (Ctrl-C, a
 kill) is finished by the next one, although it may have written a record of this fingerprint.
@@ -18,6 +20,7 @@ import optuna
 
 from . import cache
 from .devices import software_changes
+from .dtypes import PRECISIONS
 from .formats import counted, rate
 from .problem import Problem
 from .record import Record, file_stem
@@ -28,6 +31,7 @@ from .storage import open_storage
 from .trials import measurement
 
 REGENERATING = "regenerating"  # the study attribute that marks a regeneration under way
+RETUNE_BUDGET = "re-tune budget"  # measured variants a re-tune under way stops at
 
 
 @dataclass
@@ -43,33 +47,45 @@ def _gflops(value: float, simulated: bool) -> str:
     return f"{rate(value)}{' (simulated)' if simulated else ''}"
 
 
-def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, say=print) -> list[Change]:
+def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, say=print, done=None) -> list[Change]:
     """Regenerate every product known to the cache for `runtime`'s device; `say` is told of each
-    step as it starts. Ctrl-C stops after keeping what was measured."""
+    step as it starts, and `done` (if given) of each product's Change as it ends, so that what
+    was finished is said even if a later product is stopped. Ctrl-C stops after keeping what was
+    measured."""
     device = runtime.device
     catalog = cache.Catalog.read(root)
     for error in catalog.skipped:
         say(f"skipping {error}")
     known: dict[Problem, list[Record]] = {}
     for stored in catalog.select(backend=runtime.backend.name):
-        if runtime.simulated or not stored.record.device.simulated:  # the simulator's products are no GPU's
-            known.setdefault(stored.record.problem, []).append(stored.record)
+        found = stored.record
+        if found.device.simulated and not runtime.simulated:
+            continue  # the simulator's products are no GPU's
+        if stored.shipped and found.device.model != device.model:
+            continue  # shipped for another GPU model: tuner search tunes it here if it is wanted
+        known.setdefault(found.problem, []).append(found)
     changes, stopped = [], _stopped_halfway(runtime, root)
     for problem in sorted(known, key=lambda problem: problem.key):
-        records = known[problem]
-        current = [found for found in records if found.fingerprint == device.fingerprint]
-        if any(found.valid_configs() for found in current) and study_name(runtime, problem) not in stopped:
-            changes.append(Change(problem, "current"))
-            continue
-        refusal = runtime.refuses(problem)
-        if refusal:
-            changes.append(Change(problem, "skipped", [refusal]))
-            continue
-        search = Search(runtime, problem, root=root, seed=seed)
-        search.study.set_user_attr(REGENERATING, True)
-        changes.append(_regenerate_one(search, records, current, trials, say))
-        search.study.set_user_attr(REGENERATING, False)
+        changes.append(_bring_up_to_date(runtime, root, problem, known[problem], stopped, trials, seed, say))
+        if done:
+            done(changes[-1])
     return changes
+
+
+def _bring_up_to_date(runtime: Runtime, root: Path, problem: Problem, records: list[Record], stopped: set[str],
+                      trials: int, seed: int, say) -> Change:
+    """One product's regeneration, from its records: current, skipped, or regenerated."""
+    current = [found for found in records if found.fingerprint == runtime.device.fingerprint]
+    if any(found.valid_configs() for found in current) and study_name(runtime, problem) not in stopped:
+        return Change(problem, "current")
+    refusal = runtime.refuses(problem) or runtime.lacks(PRECISIONS[problem.dtype])
+    if refusal:
+        return Change(problem, "skipped", [refusal])
+    search = Search(runtime, problem, root=root, seed=seed)
+    search.study.set_user_attr(REGENERATING, True)
+    change = _regenerate_one(search, records, current, trials, say)
+    search.study.set_user_attr(REGENERATING, False)
+    return change
 
 
 def _stopped_halfway(runtime: Runtime, root: Path) -> set[str]:
@@ -99,9 +115,10 @@ def _regenerate_one(search: Search, records: list[Record], current: list[Record]
         details.append("none passes now")
     if current and not any(found.valid_configs() for found in current):
         details.append("the configurations recorded for this device are no longer valid in this version of tuner")
-    tuned_on = sorted({found.device.name for found in records})
-    say(f"{file_stem(problem)}: re-tuning ({counted(trials, 'variant')}), tuned before on {', '.join(tuned_on)}")
-    return _retune(search, records, trials, details)
+    before = [found for found in records if found not in current]  # a stopped re-tune's own record is no "before"
+    tuned_on = ", ".join(sorted({found.device.name for found in before})) or "this device"
+    say(f"{file_stem(problem)}: re-tuning ({counted(trials, 'variant')}), tuned before on {tuned_on}")
+    return _retune(search, before, trials, details)
 
 
 def _reverify(search: Search, old: Record) -> tuple[bool, list[str]]:
@@ -156,9 +173,16 @@ def _measure_all(search: Search, configs: list) -> None:
 
 
 def _retune(search: Search, records: list[Record], trials: int, details: list[str]) -> Change:
-    """Tune afresh, warm-started from the best configurations of every other GPU."""
-    outcome = search.run(trials, None)
+    """Tune afresh, warm-started from the best configurations of every other GPU: `trials` more
+    measured variants, kept as the study's budget so that a re-tune stopped halfway is finished by
+    the next run rather than started again."""
+    budget = search.study.user_attrs.get(RETUNE_BUDGET)
+    if not isinstance(budget, int):
+        budget = search.measured_count() + trials
+        search.study.set_user_attr(RETUNE_BUDGET, budget)
+    outcome = search.run(None, None, budget=budget)
     _stop_if_stopped(outcome)
+    search.study.set_user_attr(RETUNE_BUDGET, None)
     simulated = search.runtime.simulated
     before = [f"{_gflops(found.best.measurement.gflops, found.device.simulated)} on {found.device.name}"
               for found in records]
@@ -167,5 +191,6 @@ def _retune(search: Search, records: list[Record], trials: int, details: list[st
                       [*details, f"no variant passed verification in {outcome.measured} measured"])
     best = outcome.record.best
     return Change(search.problem, "re-tuned", [
-        *details, f"best {_gflops(best.measurement.gflops, simulated)} after {counted(outcome.measured, 'variant')} "
-        f"(before: {'; '.join(before)})", best.config.describe()])
+        *details, f"best {_gflops(best.measurement.gflops, simulated)} after "
+        f"{counted(outcome.record.budget.measured, 'variant')}" + (f" (before: {'; '.join(before)})" if before else ""),
+        best.config.describe()])

@@ -18,18 +18,27 @@ def _regenerate(args) -> int:
     print(f"regenerating the cache for {runtime.device.name} [{runtime.device.fingerprint}]; times are "
           f"{runtime.clock}", file=sys.stderr)
     root = cache.cache_dir(args.cache_dir)
-    changes = regenerate(runtime, root, trials=trials, seed=args.seed, say=lambda line: print(line, file=sys.stderr))
+    if not root.is_dir():
+        print(f"tuner: note: the cache {root} does not exist: only the records shipped for this GPU model are "
+              "regenerated", file=sys.stderr)
+    changes = regenerate(runtime, root, trials=trials, seed=args.seed, say=lambda line: print(line, file=sys.stderr),
+                         done=_say)
     if not changes:
-        print(f"no {runtime.backend.name} records in the cache: nothing to regenerate (run tuner search first)")
-    for change in changes:
-        print(f"{file_stem(change.problem)}: {change.action}")
-        for detail in change.details:
-            print(f"  {detail}")
+        print(f"no {runtime.backend.name} records in the cache, and none shipped for this GPU model: nothing to "
+              "regenerate (run tuner search first)")
     if changes:
         actions = [change.action for change in changes]
         print(", ".join(f"{actions.count(action)} {action}" for action in dict.fromkeys(actions)) +
               f"; this device's records are in {root / 'records' / runtime.device.slug}")
     return 1 if "failed" in [change.action for change in changes] else 0
+
+
+def _say(change) -> None:
+    """One product's outcome, as soon as it is known (a later product may be stopped)."""
+    print(f"{file_stem(change.problem)}: {change.action}")
+    for detail in change.details:
+        print(f"  {detail}")
+    sys.stdout.flush()
 
 
 def add_parsers(subparsers) -> None:
