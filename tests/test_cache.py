@@ -13,6 +13,7 @@ from tuner.record import RUNNERS_UP
 from tuner.backends import CUDA
 from tuner import devices
 from tuner.devices import templates_hash
+from tuner.formats import counted
 from tuner.simulator import describe as describe_simulator
 from tuner.problem import Problem
 from tuner.space import Space
@@ -239,6 +240,18 @@ def test_show_says_one_multiprocessor_and_one_run_in_the_singular(tmp_path, caps
     assert main(["show", f"{device.slug}/{problem.key}", "--cache-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "(sm_90, 1 multiprocessor)," in out and " over 1 run\n" in out
+
+
+def test_show_counts_the_simulators_host_cores_as_such(tmp_path, capsys):
+    from tuner.cli import main
+
+    problem, device = Problem(16, 16, 16), describe_simulator("cuda")
+    cache.write_record(cache.record_path(tmp_path, device.slug, problem.key),
+                       make_record(device, problem, [(CONFIGS[0], 1.0)]))
+    assert main(["show", f"{device.slug}/{problem.key}", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"(simulator, {counted(device.multiprocessors, 'host core')})," in out
+    assert " s compiling (or loading), verifying and timing; searched " in out
 
 
 def test_show_says_that_a_shipped_records_study_is_on_the_machine_that_measured_it(tmp_path, capsys, monkeypatch):

@@ -100,6 +100,19 @@ def test_a_pooled_search_measures_its_budget_each_configuration_once(tmp_path):
     assert not [t for t in trials if t.state.name == "RUNNING"]  # asked ahead and unmeasured: failed, not lost
     assert len(outcome.intervals) == 4 and 0 < outcome.measuring_seconds < outcome.wall_seconds
     assert 0 < outcome.record.budget.measuring_seconds < outcome.wall_seconds  # not the time held ahead
+    assert outcome.compile_workers == 2
+
+
+def test_a_simulated_backend_that_cannot_compile_ahead_is_said_to_have_no_workers(tmp_path, capsys):
+    """ROC source compiles only on an AMD GPU: the summary names no workers, and the first variant's
+    wait (starting up) is told apart from the median of the others."""
+    from tuner.cli import main
+
+    assert main(["search", "--backend", "roc", "--simulate", "--shape", "16", "16", "16", "--trials", "2",
+                 "--compile-workers", "2", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "throughput: 2 variants evaluated in" in out and ", the first after " in out
+    assert ", then a median of " in out and "compile worker" not in out
 
 
 def _compile_workers_of(root) -> list[int]:

@@ -243,6 +243,7 @@ def test_a_study_of_one_variant_is_said_in_the_singular_and_drawn_without_matplo
     assert "has 0 trials, 0 measured of a budget of 1" in err
     assert "the study now has 1 trial (1 completed), 1 measured" in out
     assert "throughput: 1 variant evaluated in" in out and "failures by reason (the study's 1 completed trial)" in out
+    assert ", the first after " in out and "median" not in out.split("throughput: ")[1].split("\n")[0]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert main(["report", "--cache-dir", str(tmp_path), "--out", str(tmp_path / "report")]) == 0

@@ -55,7 +55,7 @@ def _overview(runs: StudyTrials, storage: str) -> list[tuple[str, str]]:
             ("product", held.get("problem", "unknown")),
             ("device", f"{entry.device.name} [{entry.fingerprint}]" if entry
              else f"fingerprint {held.get('fingerprint', 'unknown')}"),
-            ("trials", f"{len(trials)}: {len(measured)} measured ({len(passed)} passed, "
+            ("trials", f"{len(trials)} completed: {len(measured)} measured ({len(passed)} passed, "
                        f"{len(measured) - len(passed)} failed), {kinds[Kind.INVALID]} invalid, "
                        f"{counted(kinds[Kind.DUPLICATE], 'repeated suggestion')} answered from the study")]
     if entry and not runs.own_entry:

@@ -55,9 +55,10 @@ class Outcome:
     stopped: str = ""  # why the run ended before its budget, if it did
     record: "record.Record | None" = None
     record_path: Path | None = None
-    intervals: list = field(default_factory=list)  # wall seconds from one evaluated variant to the next
+    intervals: list = field(default_factory=list)  # wall seconds to the first evaluated variant, then between them
     measuring_seconds: float = 0.0  # of which verifying and timing on the device
     wall_seconds: float = 0.0
+    compile_workers: int = 0  # those that compiled ahead (none for a simulated backend that cannot compile)
 
 
 def study_name(runtime: Runtime, problem: Problem) -> str:
@@ -218,6 +219,7 @@ class Search:
         deadline = None if timeout is None else started + timeout
         self._budget, self._last_evaluated = budget, started
         ahead = compile_workers if self.runtime.backend.compiles_without_gpu or not self.runtime.simulated else 0
+        outcome.compile_workers = ahead
         pool = CompilePool(self.runtime.backend.name, self.problem.dtype, str(kernel_dir(self.root)),
                            self.runtime.simulated, ahead, family=self.problem.family,
                            counts=self.ceilings is not None) \

@@ -89,7 +89,8 @@ def _show(args) -> int:
         print(json.dumps(shown, indent=2, sort_keys=True))
         return 0
     device = record.device
-    print(f"{device.name} ({device.arch}, {counted(device.multiprocessors, 'multiprocessor')}), "
+    units = "host core" if device.simulated else "multiprocessor"  # the simulator's are the host's CPUs
+    print(f"{device.name} ({device.arch}, {counted(device.multiprocessors, units)}), "
           f"fingerprint {record.fingerprint}; driver {device.driver}; runtime {device.runtime}")
     print(f"{record.family} {record.problem.key}; times are {record.clock}")
     print_best(record)
@@ -99,7 +100,8 @@ def _show(args) -> int:
     spent = record.budget
     print(f"budget: {counted(spent.trials, 'trial')}, {spent.measured} measured ({spent.failed} failed), "
           f"{spent.invalid} invalid, {counted(spent.duplicates, 'repeated suggestion')}, "
-          f"{spent.measuring_seconds:,.0f} s measuring; searched {record.started} to {record.finished}")
+          f"{spent.measuring_seconds:,.0f} s compiling (or loading), verifying and timing; "
+          f"searched {record.started} to {record.finished}")
     where = (" on the machine that measured it (this record ships with tuner; the tuner repository's bench/results/ "
              "holds the studies of its GPU runs)" if stored.shipped else "")
     print(f"study: {record.study['name']} in {record.study['storage']}{where}")

@@ -126,10 +126,12 @@ def _search(args) -> int:
     if spent:
         print(f"the study had already measured its budget of {args.trials}: pass a larger --trials to go on")
     if outcome.intervals:
+        first, *then = outcome.intervals  # the first includes starting up: the compile workers, a first compile
+        each = f", then a median of {statistics.median(then):.2f} s each" if then else ""
+        ahead = f" ({counted(outcome.compile_workers, 'compile worker')} ahead)" if outcome.compile_workers else ""
         print(f"throughput: {counted(len(outcome.intervals), 'variant')} evaluated in {outcome.wall_seconds:.0f} s, "
-              f"a median of {statistics.median(outcome.intervals):.2f} s each; verifying and timing took "
-              f"{outcome.measuring_seconds / outcome.wall_seconds:.0%} of it"
-              + (f" ({counted(workers, 'compile worker')} ahead)" if workers else ""))
+              f"the first after {first:.2f} s{each}; verifying and timing took "
+              f"{outcome.measuring_seconds / outcome.wall_seconds:.0%} of it{ahead}")
     if outcome.record:
         print_best(outcome.record)
     else:
