@@ -138,7 +138,8 @@ def _bench(result: dict) -> bytes:
         for index, kernel in enumerate(kernels):
             rate = {"x".join(map(str, row["shape"])): row["gflops"] for row in rows if row["kernel"] == kernel}
             axes.bar([position + index * width for position in range(len(shapes))],
-                     [rate.get(shape, 0) for shape in shapes], width, label=kernel)
+                     [rate.get(shape, 0) for shape in shapes], width, label=kernel,
+                     color=plt.get_cmap("tab20")(index % 20))  # ggplot's cycle has 7 colours, too few
         axes.set_xticks([position + 0.4 - width / 2 for position in range(len(shapes))], shapes, rotation=30)
         axes.set_yscale("log")
         axes.set_ylabel(f"GFLOP/s ({result['clock']})")
