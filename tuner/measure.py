@@ -42,7 +42,7 @@ ALPHA, BETA = -0.75, 0.5
 class Operands:
     """Fresh random inputs on the device, the float64 result they must give, and each element's
     scale, |alpha| |A| @ |B| + |beta| |C|, which bounds that element's rounding error. C is None
-    for a product into a NaN-poisoned C (alpha 1, beta 0), else C's values before the launch."""
+    for a product into a NaN-poisoned C (beta 0), else C's values before the launch."""
 
     A: object
     B: object
@@ -59,8 +59,11 @@ class Operands:
         NaN-poisoned C where beta is 0, else into a random one."""
         rng, family = np.random.default_rng(seed), space.family
         A, B = family.random_operands(problem, rng, space.precision.input)
-        product = alpha * family.reference(A, B)
-        scale = np.maximum(abs(alpha) * family.reference(np.abs(A), np.abs(B)), np.finfo(np.float64).tiny)
+        product, scale = family.reference(A, B), family.reference(np.abs(A), np.abs(B))
+        if alpha != 1:  # in place: at 4096² each is 128 MiB
+            product *= alpha
+            scale *= abs(alpha)
+        np.maximum(scale, np.finfo(np.float64).tiny, out=scale)
         A, B = runtime.module.to_device(A), runtime.module.to_device(B)
         if not beta:
             return cls(A, B, product, scale, None, alpha)
