@@ -26,11 +26,11 @@ def _regenerate(args) -> int:
     if not changes:
         print(f"no {runtime.backend.name} records in the cache, and none shipped for this GPU model: nothing to "
               "regenerate (run tuner search first)")
-    if changes:
-        actions = [change.action for change in changes]
+    actions = [change.action for change in changes]
+    if actions:
         print(", ".join(f"{actions.count(action)} {action}" for action in dict.fromkeys(actions)) +
               f"; this device's records are in {root / 'records' / runtime.device.slug}")
-    return 1 if "failed" in [change.action for change in changes] else 0
+    return 1 if "failed" in actions else 0
 
 
 def _say(change) -> None:
