@@ -64,6 +64,48 @@ def test_the_templates_hash_covers_the_templates_the_renderer_the_signatures_and
     assert "report.html.j2" not in names and "cli/search.py" not in names
 
 
+def test_an_edit_of_the_verification_protocol_changes_the_fingerprint(monkeypatch):
+    """A record made under another (maybe weaker) check of correctness is verified again, not trusted."""
+    before, read = describe_simulator("cuda"), devices._read
+    monkeypatch.setattr(devices, "_read",
+                        lambda package, name: read(package, name) + (b"#" if name == "measure.py" else b""))
+    after = describe_simulator("cuda")
+    assert after.fingerprint != before.fingerprint and after.software["templates"] == before.software["templates"]
+    assert devices.software_changes(before, after) == [
+        f"verification {before.software['verification']} -> {after.software['verification']}"]
+
+
+def _describe_gpu(monkeypatch, versions: dict):
+    """CUDA.describe of an H100 with these distributions' versions (numba-cuda's driver faked)."""
+    from types import SimpleNamespace
+
+    from numba.cuda.cudadrv import driver, runtime
+
+    monkeypatch.setattr(driver, "get_version", lambda: (13, 0), raising=False)
+    monkeypatch.setattr(runtime, "get_version", lambda: (13, 0), raising=False)
+    monkeypatch.setattr(devices.metadata, "version", lambda name: versions.get(name, "1.0"))
+    gpu = SimpleNamespace(name=b"NVIDIA H100 80GB HBM3", compute_capability=(9, 0), MULTIPROCESSOR_COUNT=132,
+                          CLOCK_RATE=1_980_000, L2_CACHE_SIZE=52_428_800)
+    memory = SimpleNamespace(get_memory_info=lambda: SimpleNamespace(total=85_000_000_000))
+    return CUDA.describe(SimpleNamespace(get_current_device=lambda: gpu, current_context=lambda: memory))
+
+
+@pytest.mark.parametrize("wheel", ["nvidia-nvvm", "nvidia-nvjitlink", "nvidia-cuda-nvrtc", "nvidia-cuda-nvcc-cu12",
+                                   "nvidia-nvjitlink-cu12", "nvidia-cuda-nvrtc-cu12"])
+def test_another_build_of_the_compilers_numba_cuda_loads_changes_the_fingerprint(monkeypatch, wheel):
+    """NVVM reports version 2.0 under CUDA 12 and 13 alike: the wheels' versions tell its builds apart."""
+    before = _describe_gpu(monkeypatch, {})
+    after = _describe_gpu(monkeypatch, {wheel: "13.0.88"})
+    assert after.model == before.model and after.fingerprint != before.fingerprint
+    assert devices.software_changes(before, after) == [f"{wheel} 1.0 -> 13.0.88"]
+
+
+def test_what_an_older_record_did_not_record_is_said_so_not_said_missing():
+    newer = dataclasses.replace(H100, software={**H100.software, "nvidia-nvvm": "13.0.88", "verification": "abcd"})
+    assert devices.software_changes(H100, newer) == ["nvidia-nvvm unrecorded -> 13.0.88",
+                                                     "verification unrecorded -> abcd"]
+
+
 CONFIGS = list(itertools.islice(Space.of(CUDA, "float32"), 8))
 
 

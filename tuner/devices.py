@@ -4,8 +4,9 @@ Each backend describes its own devices (tuner/backends/), the simulator its own 
 
 The fingerprint hashes everything that can change which kernel is fastest or whether a cached
 one still works: the device model and its size, the driver and runtime, the Numba packages and
-the templates with the code that renders, compiles and launches them. Two different GPUs never
-share it, and a change of software changes it.
+the compilers they load, the templates with the code that renders, compiles and launches them,
+and the code that verifies and times a variant. Two different GPUs never share it, and a change
+of software changes it.
 """
 import hashlib
 import json
@@ -19,6 +20,9 @@ from importlib.resources import files
 # wrappers), the families' compile signatures and grids, and the backends' limits. A folder stands
 # for its modules.
 GENERATOR = ("config.py", "dtypes.py", "family.py", "families", "mma.py", "source.py", "backends")
+# The tuner's code that decides whether a variant is correct and how it is timed: a record made
+# under a weaker check must not be trusted as one made under this one.
+VERIFICATION = ("measure.py",)
 
 
 def generator_files() -> list[tuple[str, str]]:
@@ -39,12 +43,22 @@ def _read(package: str, name: str) -> bytes:
     return files(package).joinpath(name).read_bytes()
 
 
-def templates_hash() -> str:
-    """A hash of the generator_files, so that a tuner whose kernels differ has another fingerprint."""
+def _hash(found: list[tuple[str, str]]) -> str:
     digest = hashlib.sha256()
-    for package, name in generator_files():
+    for package, name in found:
         digest.update(name.encode() + b"\0" + _read(package, name))
     return digest.hexdigest()[:16]
+
+
+def templates_hash() -> str:
+    """A hash of the generator_files, so that a tuner whose kernels differ has another fingerprint."""
+    return _hash(generator_files())
+
+
+def code_hashes() -> dict[str, str]:
+    """The hashes of the tuner's code that a description's software holds: the templates (with the
+    GENERATOR modules) and the verification (the VERIFICATION modules)."""
+    return {"templates": templates_hash(), "verification": _hash([("tuner", name) for name in VERIFICATION])}
 
 
 def software(distributions: tuple[str, ...]) -> dict[str, str]:
@@ -71,7 +85,7 @@ class Device:
     l2_bytes: int
     driver: str
     runtime: str
-    software: dict = field(default_factory=dict)  # distribution -> version, and the templates hash
+    software: dict = field(default_factory=dict)  # distribution -> version, and the code_hashes
     peak_gflops: dict = field(default_factory=dict)  # accumulate dtype -> nominal peak; empty if unknown
 
     @property
@@ -113,12 +127,13 @@ class Device:
 
 
 def software_changes(old: Device, new: Device) -> list[str]:
-    """The software differences between two descriptions of one GPU model, as 'name old -> new'."""
+    """The software differences between two descriptions of one GPU model, as 'name old -> new';
+    "unrecorded" for what a description (made by another version of tuner) does not hold."""
     changes = [f"{name} {getattr(old, name)} -> {getattr(new, name)}" for name in ("driver", "runtime")
                if getattr(old, name) != getattr(new, name)]
     for name in sorted(set(old.software) | set(new.software)):
         if old.software.get(name) != new.software.get(name):
-            changes.append(f"{name} {old.software.get(name, 'missing')} -> {new.software.get(name, 'missing')}")
+            changes.append(f"{name} {old.software.get(name, 'unrecorded')} -> {new.software.get(name, 'unrecorded')}")
     return changes
 
 

@@ -12,7 +12,7 @@ import threading
 import time
 from unittest import mock
 
-from .devices import Device, software, templates_hash
+from .devices import Device, code_hashes, software
 from .problem import Problem
 
 CLOCK = "simulated CPU time"  # what a time measured on the simulator is, in words
@@ -67,7 +67,7 @@ def describe(backend: str) -> Device:
         l2_bytes=0,
         driver="none",
         runtime="none",
-        software={**software(("numba", "numba-cuda")), "templates": templates_hash()},
+        software={**software(("numba", "numba-cuda")), **code_hashes()},
     )
 
 

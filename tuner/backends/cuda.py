@@ -2,7 +2,7 @@
 import re
 from types import ModuleType
 
-from ..devices import Device, software, templates_hash
+from ..devices import Device, code_hashes, software
 from ..dtypes import Precision
 from .base import Backend, Limits
 
@@ -11,6 +11,12 @@ _LANES = {
     (7, 0): (64, 32), (7, 5): (64, 2), (8, 0): (64, 32), (8, 6): (128, 2), (8, 7): (128, 2),
     (8, 9): (128, 2), (9, 0): (128, 64), (10, 0): (128, 64), (12, 0): (128, 2),
 }
+
+# The wheels of the compilers numba-cuda loads, CUDA 13's and CUDA 12's: NVVM (the kernels; in
+# nvidia-cuda-nvcc-cu12 under CUDA 12), NVRTC (the mma wrappers) and nvJitLink (the linking).
+# NVVM reports 2.0 under both, so the wheels' versions are what tell its builds apart.
+COMPILERS = ("nvidia-nvvm", "nvidia-cuda-nvrtc", "nvidia-nvjitlink",
+             "nvidia-cuda-nvcc-cu12", "nvidia-cuda-nvrtc-cu12", "nvidia-nvjitlink-cu12")
 
 TENSOR_CORE_ARCH = 80  # the first compute capability with the mma.sync shapes of tuner/mma.py (sm_80)
 
@@ -59,7 +65,7 @@ class CudaBackend(Backend):
             l2_bytes=gpu.L2_CACHE_SIZE,
             driver=f"{_nvidia_driver()} (CUDA {'.'.join(map(str, driver.get_version()))})",
             runtime="NVRTC " + ".".join(map(str, runtime.get_version())),
-            software={**software(("numba", "numba-cuda")), "templates": templates_hash()},
+            software={**software(("numba", "numba-cuda", *COMPILERS)), **code_hashes()},
             peak_gflops=peaks,
         )
 

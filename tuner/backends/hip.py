@@ -2,7 +2,7 @@
 import os
 from types import ModuleType
 
-from ..devices import Device, software, templates_hash
+from ..devices import Device, code_hashes, software
 from .base import Backend, Limits
 
 # Vector FP64 rate relative to FP32 on AMD Instinct parts; others are left without a peak.
@@ -50,7 +50,7 @@ class HipBackend(Backend):
             l2_bytes=gpu.L2_CACHE_SIZE,
             driver=f"amdgpu {_amdgpu_driver()} (HIP {hip_version})",
             runtime=f"HIP {hip_version}",
-            software={**software(("numba", "numba-hip")), "templates": templates_hash()},
+            software={**software(("numba", "numba-hip")), **code_hashes()},
             peak_gflops={"float32": fp32, **({"float64": fp32 * ratio} if ratio else {})},
         )
 
