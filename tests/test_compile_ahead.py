@@ -179,6 +179,19 @@ def test_a_failure_that_is_not_the_variants_stops_the_search(tmp_path):
         pool.result("other")
 
 
+def test_a_ptxas_that_cannot_run_costs_a_worker_its_count_not_the_search(tmp_path, monkeypatch):
+    """A ptxas file that is no program here (not executable, another machine's) is no ptxas: the
+    worker makes the PTX alone, as without one, rather than failing the search as the disk would."""
+    planted = tmp_path / "site" / "nvidia" / "cu99" / "bin" / "ptxas"  # newer than the wheel's: ptxas_path's pick
+    planted.parent.mkdir(parents=True)
+    planted.write_text("not a program")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"), prepend=os.pathsep)
+    with _pool(tmp_path) as pool:
+        pool.submit("small", SMALL.as_dict())
+        compiled = pool.result("small")
+    assert compiled.fatal == "" and compiled.error == "" and compiled.resources is None
+
+
 def test_a_pooled_search_refuses_an_unsafe_kernel_directory_before_measuring(tmp_path, monkeypatch):
     unsafe = tmp_path / "kernels"
     unsafe.mkdir()

@@ -136,3 +136,22 @@ def test_a_ptxas_older_than_nvvm_is_named_with_what_to_install(tmp_path, monkeyp
     with pytest.raises(resources.CountUnavailable, match=f"Unsupported .version 9.5.*; {old} is older than "
                                                           "numba-cuda's NVVM: pip install -U nvidia-cuda-nvcc"):
         resources.assemble(".version 9.5\n")
+
+
+@pytest.mark.parametrize("content, mode", [(b"#!/bin/sh\n", 0o644), (b"\x7fELF of another machine", 0o755)],
+                         ids=["not executable", "another machine's"])
+def test_a_ptxas_or_nvdisasm_that_cannot_run_counts_as_none_and_says_what_to_do(tmp_path, monkeypatch, content, mode):
+    """Not executable, or built for another machine: as if it were missing, no count (the variant is
+    measured unpruned), rather than an OSError that stops a search as the disk's would."""
+    from tuner import resources, sass
+
+    for name in ("ptxas", "nvdisasm"):
+        (tmp_path / name).write_bytes(content)
+        (tmp_path / name).chmod(mode)
+    monkeypatch.setattr(resources, "ptxas_path", lambda: str(tmp_path / "ptxas"))
+    with pytest.raises(resources.CountUnavailable, match=f"{tmp_path / 'ptxas'} cannot run here .*: replace it, "
+                                                         "e.g. pip install --force-reinstall nvidia-cuda-nvcc"):
+        resources.assemble(".version 9.0\n")
+    with pytest.raises(sass.NoDisassembler, match="nvdisasm cannot run here .*: replace it, e.g. pip install "
+                                                  "--force-reinstall nvidia-cuda-nvdisasm"):
+        sass.disassemble(tmp_path / "kernel.cubin", str(tmp_path / "ptxas"))

@@ -118,7 +118,11 @@ def assemble(ptx: str, arch: tuple[int, int] = ARCH, max_registers: int = 0, cub
         command = [ptxas, f"-arch=sm_{arch[0]}{arch[1]}", "-v", str(path), "-o", str(output)]
         if max_registers:
             command.insert(1, f"-maxrregcount={max_registers}")
-        done = subprocess.run(command, capture_output=True, text=True)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True)
+        except OSError as error:  # a file there, but no program this machine runs: as if none were
+            raise CountUnavailable(f"{ptxas} cannot run here ({error.strerror or error}): replace it, "
+                                   "e.g. pip install --force-reinstall nvidia-cuda-nvcc") from error
     if done.returncode:
         older = "Unsupported .version" in done.stderr  # NVVM's PTX is newer than this ptxas reads
         remedy = (f"; {ptxas} is older than numba-cuda's NVVM: pip install -U nvidia-cuda-nvcc (or the tests extra)"

@@ -27,7 +27,7 @@ def _multiply_add(opcode: str) -> bool:
 
 
 class NoDisassembler(FileNotFoundError):
-    """nvdisasm is not installed beside ptxas."""
+    """nvdisasm is not installed beside ptxas, or cannot run."""
 
 
 def nvdisasm_beside(ptxas: str) -> str:
@@ -40,8 +40,12 @@ def nvdisasm_beside(ptxas: str) -> str:
 
 def disassemble(cubin: Path, ptxas: str) -> str:
     """The SASS of an assembled kernel."""
-    return subprocess.run([nvdisasm_beside(ptxas), "-c", str(cubin)], check=True, capture_output=True,
-                          text=True).stdout
+    nvdisasm = nvdisasm_beside(ptxas)
+    try:
+        return subprocess.run([nvdisasm, "-c", str(cubin)], check=True, capture_output=True, text=True).stdout
+    except OSError as error:  # a file there, but no program this machine runs: as if none were
+        raise NoDisassembler(f"{nvdisasm} cannot run here ({error.strerror or error}): replace it, "
+                             "e.g. pip install --force-reinstall nvidia-cuda-nvdisasm") from error
 
 
 def _instructions(sass: str):
