@@ -192,6 +192,21 @@ def test_a_ptxas_that_cannot_run_costs_a_worker_its_count_not_the_search(tmp_pat
     assert compiled.fatal == "" and compiled.error == "" and compiled.resources is None
 
 
+def test_a_worker_killed_while_counting_leaves_no_folder_in_the_systems_temporary_folder(tmp_path, monkeypatch):
+    """Not in the system's temporary folder, which nothing of tuner's cleans, but in the kernel
+    directory's scratch/, where the next count removes it once stale (disk.scratch_folder)."""
+    system_tmp, scratch = tmp_path / "tmp", tmp_path / "kernels" / "scratch"
+    system_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(system_tmp))
+    with _pool(tmp_path) as pool:
+        pool.submit("small", SMALL.as_dict())
+        deadline = time.monotonic() + 120
+        while not (list(system_tmp.iterdir()) or scratch.is_dir() and list(scratch.iterdir())):
+            assert time.monotonic() < deadline, "the worker never started counting"
+            time.sleep(0.05)
+    assert list(system_tmp.iterdir()) == [] and len(list(scratch.iterdir())) == 1
+
+
 def test_a_pooled_search_refuses_an_unsafe_kernel_directory_before_measuring(tmp_path, monkeypatch):
     unsafe = tmp_path / "kernels"
     unsafe.mkdir()

@@ -1,6 +1,8 @@
-"""disk.py's atomic write: a power loss after it leaves the new file, not the old one."""
+"""disk.py's atomic write: a power loss after it leaves the new file, not the old one; its scratch
+folders: none that a killed process left stays for good."""
 import errno
 import os
+import time
 
 import pytest
 
@@ -43,3 +45,22 @@ def test_a_folder_whose_file_system_cannot_fsync_it_still_takes_the_write(tmp_pa
     else:
         disk.write_atomically(path, b"{}")
     assert path.read_bytes() == b"{}"
+
+
+def test_a_scratch_folder_is_removed_after_use_and_one_a_killed_process_left_once_stale(tmp_path):
+    """A process killed in its with block leaves its folder; the next one made there removes it once
+    untouched for a day, and leaves those of processes at work (younger) alone."""
+    root = tmp_path / "scratch"
+    with disk.scratch_folder(root) as left:
+        (left / "kernel.cubin").write_bytes(b"x")
+    assert not left.exists() and root.stat().st_mode & 0o777 == 0o700
+    stale, at_work = root / "tmpk1ll3d", root / "tmpw0rk1ng"
+    for folder in (stale, at_work):
+        folder.mkdir()
+        (folder / "kernel.ptx").write_text("")
+    day_and_more = time.time() - disk.STALE_SCRATCH_SECONDS - 60
+    os.utime(stale, (day_and_more, day_and_more))
+    with disk.scratch_folder(root) as folder:
+        assert folder.parent == root and folder.is_dir()
+        assert not stale.exists() and at_work.is_dir()
+    assert sorted(root.iterdir()) == [at_work]

@@ -1,15 +1,21 @@
 """Files written and read safely: under an exclusive lock, in one rename between the fsyncs of the
 file and of its folder, without blocking on a FIFO, in folders only their user can write. Records,
 journals, kernel files and ceilings are written through these, and a study's workers share these
-locks (locks.FileLock); records, recorded spaces and ceilings are read through them."""
+locks (locks.FileLock); records, recorded spaces and ceilings are read through them. Scratch
+folders are removed after use, and those of processes killed while using them once stale."""
 import contextlib
 import errno
 import fcntl
 import glob
 import os
+import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
+
+# A scratch folder untouched this long was left by a process killed while it used one: no compile takes a day.
+STALE_SCRATCH_SECONDS = 24 * 3600
 
 
 def user_path(given: str | os.PathLike, setting: str = "") -> Path:
@@ -85,6 +91,23 @@ def remove_stale_temporaries(path: Path) -> None:
     exists, so none of them is in use."""
     for stale in path.parent.glob(f"{glob.escape(path.name)}.*.tmp"):
         stale.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def scratch_folder(directory: Path):
+    """A new folder in `directory` (created with make_dirs) for a with block, removed after it. The
+    folders there that processes killed while using them left, untouched for STALE_SCRATCH_SECONDS,
+    are removed first; those of processes at work are younger."""
+    make_dirs(directory)
+    for entry in directory.iterdir():
+        with contextlib.suppress(OSError):  # gone already, or not a folder: left as it is
+            if time.time() - entry.lstat().st_mtime > STALE_SCRATCH_SECONDS:
+                shutil.rmtree(entry)
+    folder = Path(tempfile.mkdtemp(dir=directory))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def write_atomically(path: Path, content: bytes, keep_mode: bool = False) -> None:

@@ -12,14 +12,14 @@ import importlib.util
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import sass, simulator
 from .config import Tiling
-from .kernel import import_source
+from .disk import scratch_folder
+from .kernel import import_source, kernel_dir, private_dir
 from .source import launch_bounds_of, render
 from .space import Space
 
@@ -78,13 +78,18 @@ def ptxas_path() -> str:
     return found
 
 
-def _kernel_function(space: Space, config: Tiling, directory: Path | None):
-    """The Python function of `config`'s kernel, for Numba's compiler (not the simulator)."""
+def _countable(space: Space) -> None:
+    """CountUnavailable, saying why, where Numba's compiler cannot make `space`'s counts here."""
     if not space.backend.counts_resources:
         raise CountUnavailable(f"no static count exists for {space.backend.name}: the resource counts and "
                                 "fma_fraction come from PTX, ptxas and nvdisasm, which are NVIDIA's")
     if simulator.simulating():
         raise CountUnavailable("the resource counts need Numba's compiler: unset NUMBA_ENABLE_CUDASIM")
+
+
+def _kernel_function(space: Space, config: Tiling, directory: Path | None):
+    """The Python function of `config`'s kernel, for Numba's compiler (not the simulator)."""
+    _countable(space)
     return import_source(render(space, config), space.backend.module, directory).matmul.py_func
 
 
@@ -108,21 +113,29 @@ def _field(pattern: str, text: str) -> int:
     return int(match.group(1))
 
 
+def scratch(directory: Path | None = None):
+    """A scratch folder for a count's files in the kernel `directory` (by default kernel_dir()), not
+    in /tmp: there one that a process killed mid-count left is removed later (disk.scratch_folder)."""
+    return scratch_folder(private_dir(directory or kernel_dir()) / "scratch")
+
+
 def assemble(ptx: str, arch: tuple[int, int] = ARCH, max_registers: int = 0, cubin: Path | None = None) -> str:
-    """ptxas -v's report for `ptx`; the assembled kernel goes to `cubin` if given."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp, "kernel.ptx")
-        path.write_text(ptx)
-        output = cubin or Path(tmp, "kernel.cubin")
-        ptxas = ptxas_path()
-        command = [ptxas, f"-arch=sm_{arch[0]}{arch[1]}", "-v", str(path), "-o", str(output)]
-        if max_registers:
-            command.insert(1, f"-maxrregcount={max_registers}")
-        try:
-            done = subprocess.run(command, capture_output=True, text=True)
-        except OSError as error:  # a file there, but no program this machine runs: as if none were
-            raise CountUnavailable(f"{ptxas} cannot run here ({error.strerror or error}): replace it, "
-                                   "e.g. pip install --force-reinstall nvidia-cuda-nvcc") from error
+    """ptxas -v's report for `ptx`; the assembled kernel goes to `cubin` if given (the PTX beside
+    it), else to a scratch folder."""
+    if cubin is None:
+        with scratch() as folder:
+            return assemble(ptx, arch, max_registers, folder / "kernel.cubin")
+    path = cubin.with_suffix(".ptx")
+    path.write_text(ptx)
+    ptxas = ptxas_path()
+    command = [ptxas, f"-arch=sm_{arch[0]}{arch[1]}", "-v", str(path), "-o", str(cubin)]
+    if max_registers:
+        command.insert(1, f"-maxrregcount={max_registers}")
+    try:
+        done = subprocess.run(command, capture_output=True, text=True)
+    except OSError as error:  # a file there, but no program this machine runs: as if none were
+        raise CountUnavailable(f"{ptxas} cannot run here ({error.strerror or error}): replace it, "
+                               "e.g. pip install --force-reinstall nvidia-cuda-nvcc") from error
     if done.returncode:
         older = "Unsupported .version" in done.stderr  # NVVM's PTX is newer than this ptxas reads
         remedy = (f"; {ptxas} is older than numba-cuda's NVVM: pip install -U nvidia-cuda-nvcc (or the tests extra)"
@@ -166,8 +179,9 @@ def _link(space: Space, config: Tiling, arch: tuple[int, int], directory: Path |
 def count(space: Space, config: Tiling, arch: tuple[int, int] = ARCH, directory: Path | None = None) -> Resources:
     """Registers, stack, spills, shared memory, compile time and multiply-add share of `config`'s
     kernel as compiled for `arch` (its file in the kernel `directory`, by default kernel_dir())."""
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = Path(tmp, "kernel.cubin")
+    _countable(space)
+    with scratch(directory) as folder:
+        cubin = folder / "kernel.cubin"
         if space.precision.tensor_cores:
             output, seconds = _link(space, config, arch, directory, cubin)
             counts = {}
