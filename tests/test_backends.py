@@ -3,6 +3,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,28 @@ def test_a_missing_driver_is_no_gpu_with_the_libraries_tried(backend, monkeypatc
         backend.detect()
     with pytest.raises(NoGPU, match=f"no {backend.name} driver found \\(libtuner-no-such-driver.so is not loadable\\)"):
         driver_device_count(backend)
+
+
+def test_roc_leaves_numba_hips_target_alone_and_describes_the_gpu_by_it(monkeypatch):
+    """numba-hip compiles for its Device.amdgpu_arch: the bare gfx name unless
+    NUMBA_HIP_DEFAULT_ARCH_WITH_FEATURES=1, which it reads once, at its first import, and which the
+    device library it links into every kernel ignores. Loading leaves that variable alone, so a
+    program that imported numba.hip before tuner describes its GPU as `tuner search` does."""
+    monkeypatch.delenv("NUMBA_HIP_DEFAULT_ARCH_WITH_FEATURES", raising=False)
+    gpu = types.SimpleNamespace(MULTIPROCESSOR_COUNT=104, CLOCK_RATE=1_700_000, L2_CACHE_SIZE=8 << 20,
+                                amdgpu_arch="gfx90a", name="AMD Instinct MI250X / MI250")
+    memory = types.SimpleNamespace(free=60 << 30, total=64 << 30)
+    names = ("numba.hip", "numba.hip.hipdrv", "numba.hip.hipdrv.driver")
+    hip, hipdrv, driver = (types.ModuleType(name) for name in names)
+    hip.get_current_device = lambda: gpu
+    hip.current_context = lambda: types.SimpleNamespace(get_memory_info=lambda: memory)
+    hipdrv.driver, driver.get_version = driver, lambda: (6, 2)
+    for module in (hip, hipdrv, driver):
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    assert ROC.load() is hip and "NUMBA_HIP_DEFAULT_ARCH_WITH_FEATURES" not in os.environ
+    device = ROC.describe(hip)
+    assert (device.arch, device.multiprocessors, device.memory_bytes, device.runtime) == ("gfx90a", 104, 64 << 30,
+                                                                                          "HIP 6.2")
 
 
 def test_a_tuner_backend_variable_naming_no_backend_is_refused_by_name(monkeypatch):

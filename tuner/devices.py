@@ -78,7 +78,7 @@ class Device:
 
     backend: str  # "cuda" or "roc"
     name: str
-    arch: str  # "sm_90", a gcnArchName such as "gfx90a:sramecc+:xnack-", or "simulator"
+    arch: str  # "sm_90", the gfx name numba-hip compiles for, such as "gfx90a", or "simulator"
     multiprocessors: int  # SMs or compute units (host CPUs for the simulator)
     memory_bytes: int
     clock_khz: int  # the maximum shader clock

@@ -25,13 +25,12 @@ class HipBackend(Backend):
         rocm = os.environ.get("ROCM_PATH", "/opt/rocm")
         return ["libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", f"{rocm}/lib/libamdhip64.so"]
 
-    def load(self) -> ModuleType:
-        """numba.hip, told first to keep the architecture's target features (gfx90a:sramecc+:xnack-),
-        which the device description and so the fingerprint hold."""
-        os.environ.setdefault("NUMBA_HIP_DEFAULT_ARCH_WITH_FEATURES", "1")
-        return super().load()
-
     def describe(self, module: ModuleType) -> Device:
+        """The arch is numba-hip's amdgpu_arch, the one it compiles for: the bare gfx name unless
+        NUMBA_HIP_DEFAULT_ARCH_WITH_FEATURES=1 was set before numba.hip was first imported. tuner
+        leaves that default: numba-hip builds the device library it links into every kernel for the
+        bare name, and a program that imported numba.hip before tuner would otherwise describe its
+        GPU unlike `tuner search` did."""
         from numba.hip.hipdrv import driver
 
         gpu = module.get_current_device()
