@@ -53,6 +53,14 @@ def test_a_missing_driver_is_no_gpu_with_the_libraries_tried(backend, monkeypatc
         driver_device_count(backend)
 
 
+def test_roc_probes_the_hip_runtime_that_numba_hip_is_told_to_load(monkeypatch):
+    """numba-hip loads $NUMBA_HIP_RUNTIME, and only it, where the variable is set."""
+    monkeypatch.setenv("NUMBA_HIP_RUNTIME", "/opt/rocm-6.4.1/lib/libamdhip64.so")
+    assert ROC.driver_libraries() == ["/opt/rocm-6.4.1/lib/libamdhip64.so"]
+    monkeypatch.delenv("NUMBA_HIP_RUNTIME")
+    assert ROC.driver_libraries()[0] == "libamdhip64.so"
+
+
 def test_roc_leaves_numba_hips_target_alone_and_describes_the_gpu_by_it(monkeypatch):
     """numba-hip compiles for its Device.amdgpu_arch: the bare gfx name unless
     NUMBA_HIP_DEFAULT_ARCH_WITH_FEATURES=1, which it reads once, at its first import, and which the

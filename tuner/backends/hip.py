@@ -22,6 +22,9 @@ class HipBackend(Backend):
     attributes mirror numba-cuda's."""
 
     def driver_libraries(self) -> list[str]:
+        """$NUMBA_HIP_RUNTIME alone where set, as numba-hip then loads that file and no other."""
+        if os.environ.get("NUMBA_HIP_RUNTIME"):
+            return [os.environ["NUMBA_HIP_RUNTIME"]]
         rocm = os.environ.get("ROCM_PATH", "/opt/rocm")
         return ["libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", f"{rocm}/lib/libamdhip64.so"]
 
