@@ -68,22 +68,24 @@ ROC = HipBackend(
         shared_memory_per_block=64 * 1024,
         registers_per_thread=256,
         registers_per_block=4 * 512 * 64,
-        grid_rows=65535,  # CUDA's bound; HIP's own was not checked on AMD hardware
+        grid_rows=65535,  # CUDA's bound, within HIP's 65536 (ROCm clr's hipModuleLaunchKernel, which numba-hip calls)
     ),
-    dtypes=("float32", "float64"),
+    dtypes=("float32", "float64"),  # numba-hip has no half precision (its README)
     tensor_cores=False,
+    # numba-hip's kernels take the options of its dispatcher's _Kernel, which has no launch_bounds,
+    # and its code library raises NotImplementedError for any max_registers (codegen.py).
     max_registers=False,
     launch_bounds=False,
-    # numba-hip mirrors an older numba.cuda API; alignment= is not known to exist there (unchecked
-    # on AMD hardware), so vector fragments stay out of the ROC space.
+    # numba-hip's shared.array is typed from (shape, dtype) alone (typing_lowering/hip/typing.py), so
+    # alignment= does not compile, and vector fragments stay out of the ROC space.
     shared_alignment=False,
     visible_devices="HIP_VISIBLE_DEVICES",
-    compiles_without_gpu=False,
+    compiles_without_gpu=False,  # numba-hip compiles for the current device's amdgpu_arch
     counts_resources=False,
     # HIP counts an RDNA part's work-group processors (two compute units each) as its multiprocessors,
     # and RDNA3 and CDNA3 issue two FP32 operations per lane: the nominal peak can be a quarter of the real one.
     peak_bounds_rates=False,
-    array_wrapper="as_cuda_array",  # used where numba.hip has it (unchecked on AMD hardware)
+    array_wrapper="as_cuda_array",  # numba.hip has it (api.py); not run on AMD hardware
     install="install numba-hip in its own environment: python3 -m venv .venv-roc && "
             ".venv-roc/bin/pip install -e '.[roc]' (it cannot share one with numba-cuda)",
     driver_init="hipInit",

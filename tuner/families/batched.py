@@ -9,7 +9,7 @@ from ..config import Tiling
 from ..family import Family
 from ..problem import Problem
 
-# Blocks along the grid's z axis, which runs over the batch: CUDA's and HIP's bound. A larger batch
+# Blocks along the grid's z axis, which runs over the batch: CUDA's bound, within HIP's. A larger batch
 # (or taller matrices than the grid's rows hold) runs as several launches.
 GRID_LAYERS = 65535
 
