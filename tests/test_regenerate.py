@@ -38,6 +38,15 @@ def _here(root):
     return cache.read_record(cache.record_path(root, HERE.slug, PROBLEM.key))
 
 
+def _measured(root, problem: Problem = PROBLEM) -> list:
+    """The measured trials of the simulator's study of `problem`."""
+    from tuner.runtime import open_runtime
+    from tuner.search import Search
+
+    study = Search(open_runtime(tuner.backends.CUDA, simulate=True), problem, root=root).study
+    return [trial for trial in study.trials if trial.user_attrs.get("kind") == "measured"]
+
+
 def test_a_template_change_re_renders_and_re_verifies_the_cached_configurations(tmp_path, capsys):
     cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
                        make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (ELONGATED, 1.5), (Config(), 1.0)]))
@@ -257,8 +266,8 @@ def test_a_regeneration_stopped_halfway_is_finished_by_the_next_run(tmp_path, ca
                        make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (Config(), 1.0)]))
     measure_all = tuner.regenerate._measure_all
 
-    def stopped_after_the_first(search, configs):
-        measure_all(search, configs[:1])
+    def stopped_after_the_first(search, configs, workers):
+        measure_all(search, configs[:1], workers)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(tuner.regenerate, "_measure_all", stopped_after_the_first)
@@ -281,3 +290,36 @@ def test_a_gpu_leaves_the_products_tuned_only_on_the_simulator_alone(tmp_path):
     on_a_gpu = Runtime(tuner.backends.CUDA, None, dataclasses.replace(H100, name="NVIDIA GPU of no record"))
     said = []
     assert regenerate(on_a_gpu, tmp_path, trials=2, say=said.append) == [] and said == []
+
+
+def test_re_verifying_and_re_tuning_compile_ahead_in_workers_as_a_search_does(tmp_path, capsys):
+    """Each measured variant was compiled by a compile worker (compile_ahead.py) while another was measured."""
+    retuned = Problem(16, 16, 32)
+    cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (Config(), 1.0)]))
+    cache.write_record(cache.record_path(tmp_path, H100.slug, retuned.key), make_record(H100, retuned, [(SMALL, 9e3)]))
+    assert _regenerate(tmp_path, "--trials", "2", "--compile-workers", "1") == 0
+    out = capsys.readouterr().out
+    assert "float32-16x16x16: re-verified" in out and "float32-16x16x32: re-tuned" in out
+    for problem in (PROBLEM, retuned):
+        measured = _measured(tmp_path, problem)
+        assert len(measured) == 2 and all(trial.user_attrs["seconds"]["compile_ahead"] > 0 for trial in measured)
+
+
+def test_regenerate_has_the_compile_workers_of_tuner_search(tmp_path, monkeypatch):
+    """None on the simulator, else the host's default, unless --compile-workers says otherwise."""
+    import tuner.cli.regenerate
+    import tuner.cli.search
+    import tuner.regenerate
+    from tuner.runtime import Runtime
+
+    asked = []
+    monkeypatch.setattr(tuner.regenerate, "regenerate",
+                        lambda runtime, root, **options: asked.append(options["compile_workers"]) or [])
+    monkeypatch.setattr(tuner.cli.search, "default_workers", lambda: 5)
+    assert _regenerate(tmp_path) == 0
+    monkeypatch.setattr(tuner.cli.regenerate, "open_device",
+                        lambda backend, simulate: Runtime(tuner.backends.CUDA, None, H100))
+    for workers in ([], ["--compile-workers", "2"]):
+        assert main(["regenerate", *workers, "--cache-dir", str(tmp_path)]) == 0
+    assert asked == [0, 5, 2]

@@ -9,7 +9,8 @@ left to it; one shipped only for other GPU models is for `tuner search` to tune 
 - a product tuned only on other GPUs, or whose configurations all fail now, is re-tuned,
   warm-started from the other GPUs' best configurations;
 - a product too large for the device, or of a precision it lacks, is skipped.
-Both go through a study of the new fingerprint, so a later `tuner search` continues from them.
+Both go through a study of the new fingerprint, measured by its Search.run as `tuner search`
+measures (compile workers included), so a later `tuner search` continues from them.
 That study is marked while its product is regenerated, so that a run stopped halfway (Ctrl-C, a
 kill) is finished by the next one, although it may have written a record of this fingerprint.
 """
@@ -47,11 +48,12 @@ def _gflops(value: float, simulated: bool) -> str:
     return f"{rate(value)}{' (simulated)' if simulated else ''}"
 
 
-def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, say=print, done=None) -> list[Change]:
-    """Regenerate every product known to the cache for `runtime`'s device; `say` is told of each
-    step as it starts, and `done` (if given) of each product's Change as it ends, so that what
-    was finished is said even if a later product is stopped. Ctrl-C stops after keeping what was
-    measured."""
+def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, compile_workers: int = 0, say=print,
+               done=None) -> list[Change]:
+    """Regenerate every product known to the cache for `runtime`'s device, compiling ahead in
+    `compile_workers` processes as a search does; `say` is told of each step as it starts, and
+    `done` (if given) of each product's Change as it ends, so that what was finished is said even
+    if a later product is stopped. Ctrl-C stops after keeping what was measured."""
     device = runtime.device
     catalog = cache.Catalog.read(root)
     for error in catalog.skipped:
@@ -66,14 +68,15 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, say=
         known.setdefault(found.problem, []).append(found)
     changes, stopped = [], _stopped_halfway(runtime, root)
     for problem in sorted(known, key=lambda problem: problem.key):
-        changes.append(_bring_up_to_date(runtime, root, problem, known[problem], stopped, trials, seed, say))
+        changes.append(_bring_up_to_date(runtime, root, problem, known[problem], stopped, trials, seed,
+                                         compile_workers, say))
         if done:
             done(changes[-1])
     return changes
 
 
 def _bring_up_to_date(runtime: Runtime, root: Path, problem: Problem, records: list[Record], stopped: set[str],
-                      trials: int, seed: int, say) -> Change:
+                      trials: int, seed: int, workers: int, say) -> Change:
     """One product's regeneration, from its records: current, skipped, or regenerated."""
     current = [found for found in records if found.fingerprint == runtime.device.fingerprint]
     if any(found.valid_configs() for found in current) and study_name(runtime, problem) not in stopped:
@@ -83,7 +86,7 @@ def _bring_up_to_date(runtime: Runtime, root: Path, problem: Problem, records: l
         return Change(problem, "skipped", [refusal])
     search = Search(runtime, problem, root=root, seed=seed)
     search.study.set_user_attr(REGENERATING, True)
-    change = _regenerate_one(search, records, current, trials, say)
+    change = _regenerate_one(search, records, current, trials, workers, say)
     search.study.set_user_attr(REGENERATING, False)
     return change
 
@@ -99,7 +102,8 @@ def _stopped_halfway(runtime: Runtime, root: Path) -> set[str]:
             if summary.user_attrs.get(REGENERATING)}
 
 
-def _regenerate_one(search: Search, records: list[Record], current: list[Record], trials: int, say) -> Change:
+def _regenerate_one(search: Search, records: list[Record], current: list[Record], trials: int, workers: int,
+                    say) -> Change:
     """Re-verify what was tuned on this GPU model, else (or if none passes) re-tune."""
     problem, device = search.problem, search.runtime.device
     same_gpu = [found for found in records if found.device.model == device.model and found not in current]
@@ -108,7 +112,7 @@ def _regenerate_one(search: Search, records: list[Record], current: list[Record]
         newest = max(same_gpu, key=lambda found: found.finished)
         changed = f"software: {', '.join(software_changes(newest.device, device)) or 'other versions'}"
         say(f"{file_stem(problem)}: re-verifying what was tuned on this GPU; {changed}")
-        passed, details = _reverify(search, newest)
+        passed, details = _reverify(search, newest, workers)
         details.insert(0, changed)
         if passed:
             return Change(problem, "re-verified", details)
@@ -118,10 +122,10 @@ def _regenerate_one(search: Search, records: list[Record], current: list[Record]
     before = [found for found in records if found not in current]  # a stopped re-tune's own record is no "before"
     tuned_on = ", ".join(sorted({found.device.name for found in before})) or "this device"
     say(f"{file_stem(problem)}: re-tuning ({counted(trials, 'variant')}), tuned before on {tuned_on}")
-    return _retune(search, before, trials, details)
+    return _retune(search, before, trials, workers, details)
 
 
-def _reverify(search: Search, old: Record) -> tuple[bool, list[str]]:
+def _reverify(search: Search, old: Record, workers: int) -> tuple[bool, list[str]]:
     """Measure the old record's configurations under the current software: whether any passes,
     and a line per configuration."""
     simulated = search.runtime.simulated
@@ -133,7 +137,7 @@ def _reverify(search: Search, old: Record) -> tuple[bool, list[str]]:
             details.append(f"{entry.config.describe()}: no longer valid: {reasons[0]}")
         else:
             valid.append(entry)
-    _measure_all(search, [entry.config for entry in valid])
+    _measure_all(search, [entry.config for entry in valid], workers)
     search.save()  # also when the study had measured them all already
     passed = 0
     for entry in valid:
@@ -158,29 +162,30 @@ def _stop_if_stopped(outcome) -> None:
         raise Terminated if outcome.terminated else KeyboardInterrupt
 
 
-def _measure_all(search: Search, configs: list) -> None:
-    """Measure every one of `configs` the study has not measured. Trials an interrupted run left
-    queued are served first, so this goes on until none of `configs` is left."""
+def _measure_all(search: Search, configs: list, workers: int) -> None:
+    """Measure every one of `configs` the study has not measured, compiling ahead in `workers`
+    processes. Trials an interrupted run left queued are served first, so this goes on until none
+    of `configs` is left."""
     search.enqueue(configs, recorded=True)
     for _ in range(len(configs) + search.queued()):
         pending = [config for config in configs if search.measured(config) is None]
         if not pending:
             return
-        outcome = search.run(len(pending), None, warm=False)
+        outcome = search.run(len(pending), None, warm=False, compile_workers=workers)
         _stop_if_stopped(outcome)
         if not outcome.measured:
             return
 
 
-def _retune(search: Search, records: list[Record], trials: int, details: list[str]) -> Change:
-    """Tune afresh, warm-started from the best configurations of every other GPU: `trials` more
-    measured variants, kept as the study's budget so that a re-tune stopped halfway is finished by
-    the next run rather than started again."""
+def _retune(search: Search, records: list[Record], trials: int, workers: int, details: list[str]) -> Change:
+    """Tune afresh, warm-started from the best configurations of every other GPU, compiling ahead
+    in `workers` processes: `trials` more measured variants, kept as the study's budget so that a
+    re-tune stopped halfway is finished by the next run rather than started again."""
     budget = search.study.user_attrs.get(RETUNE_BUDGET)
     if not isinstance(budget, int):
         budget = search.measured_count() + trials
         search.study.set_user_attr(RETUNE_BUDGET, budget)
-    outcome = search.run(None, None, budget=budget)
+    outcome = search.run(None, None, budget=budget, compile_workers=workers)
     _stop_if_stopped(outcome)
     search.study.set_user_attr(RETUNE_BUDGET, None)
     simulated = search.runtime.simulated

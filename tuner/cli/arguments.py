@@ -20,6 +20,13 @@ def add_cache_dir(parser: argparse.ArgumentParser) -> None:
                         "else the user cache directory)")
 
 
+def add_compile_workers(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--compile-workers", type=_count, metavar="N",
+                        help="processes that compile the next variants while one is measured (default on a GPU: "
+                             "the host's cores less one per device, within its memory; 0 on the simulator, "
+                             "which runs no compiled code)")
+
+
 def add_storage(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument("--storage", metavar="URL", type=_storage, default=os.environ.get("TUNER_STORAGE"),
                         help=f"an Optuna storage URL, or a journal file path (default: $TUNER_STORAGE, else {default})")

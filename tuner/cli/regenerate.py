@@ -5,8 +5,8 @@ from .. import cache
 from ..backends import BACKENDS
 from ..record import file_stem
 from ..stopping import stop_on_sigterm
-from .arguments import _positive, _seed, add_cache_dir
-from .search import default_trials, open_device
+from .arguments import _positive, _seed, add_cache_dir, add_compile_workers
+from .search import compile_workers, default_trials, open_device
 
 
 def _regenerate(args) -> int:
@@ -21,8 +21,9 @@ def _regenerate(args) -> int:
     if not root.is_dir():
         print(f"tuner: note: the cache {root} does not exist: only the records shipped for this GPU model are "
               "regenerated", file=sys.stderr)
-    changes = regenerate(runtime, root, trials=trials, seed=args.seed, say=lambda line: print(line, file=sys.stderr),
-                         done=_say)
+    changes = regenerate(runtime, root, trials=trials, seed=args.seed,
+                         compile_workers=compile_workers(args.compile_workers, runtime),
+                         say=lambda line: print(line, file=sys.stderr), done=_say)
     if not changes:
         print(f"no {runtime.backend.name} records in the cache, and none shipped for this GPU model: nothing to "
               "regenerate (run tuner search first)")
@@ -50,5 +51,6 @@ def add_parsers(subparsers) -> None:
     regenerate.add_argument("--trials", type=_positive,
                             help="variants to measure when re-tuning a product (default 60 on a GPU, 6 simulated)")
     regenerate.add_argument("--seed", type=_seed, default=0, help="seed of the sampler and of the test inputs")
+    add_compile_workers(regenerate)
     add_cache_dir(regenerate)
     regenerate.set_defaults(run=_regenerate)

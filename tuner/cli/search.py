@@ -21,8 +21,8 @@ from ..sampler import SAMPLERS
 from ..space import Space
 from ..stopping import follow_parent, stop_on_sigterm
 from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
-from .arguments import (DTYPE_HELP, _count, _positive, _seconds, _seed, _storage, _study_name, add_backend,
-                        add_cache_dir, add_storage)
+from .arguments import (DTYPE_HELP, _positive, _seconds, _seed, _storage, _study_name, add_backend, add_cache_dir,
+                        add_compile_workers, add_storage)
 from .records import print_best
 
 DEFAULT_SHAPE = (4096, 4096, 4096)  # on a GPU; the simulator has its own (simulator.SHAPE)
@@ -50,6 +50,15 @@ def open_device(backend: str | None, simulate: bool) -> Runtime:
 def default_trials(runtime: Runtime) -> int:
     """Variants a search measures unless told otherwise."""
     return simulator.TRIALS if runtime.simulated else DEFAULT_TRIALS
+
+
+def compile_workers(requested: int | None, runtime: Runtime) -> int:
+    """The compile workers of a search in this process, `tuner search`'s or `tuner regenerate`'s:
+    --compile-workers if given, else none on the simulator, which runs no compiled code, else the
+    host's default."""
+    if requested is not None:
+        return requested
+    return 0 if runtime.simulated else default_workers()
 
 
 def _problem(args, runtime: Runtime) -> Problem:
@@ -111,11 +120,9 @@ def _search(args) -> int:
         bar.update(search.measured_count() - bar.n)  # every worker's measurements
         bar.set_postfix_str(f"best {rate(best)}{unit}" if best else "none passed yet")
 
-    workers = args.compile_workers
-    if workers is None:
-        workers = 0 if runtime.simulated else default_workers()
     with bar, _warnings_above(bar):
-        outcome = search.run(None, args.timeout, progress, budget=args.trials, compile_workers=workers)
+        outcome = search.run(None, args.timeout, progress, budget=args.trials,
+                             compile_workers=compile_workers(args.compile_workers, runtime))
     measured = search.measured_count()
     completed = search.counted_trials()
     budget = f" (its budget: {args.trials})" if args.trials else ""
@@ -220,10 +227,7 @@ def _options() -> argparse.ArgumentParser:
     search.add_argument("--devices", metavar="0,1,...",
                         help="run one worker process per listed GPU of this host, each pinned to its GPU, all on the "
                              "same study")
-    search.add_argument("--compile-workers", type=_count, metavar="N",
-                        help="processes that compile the next variants while one is measured (default on a GPU: "
-                             "the host's cores less one per device, within its memory; 0 on the simulator, "
-                             "which runs no compiled code)")
+    add_compile_workers(search)
     search.add_argument("--heartbeat", type=_positive, default=HEARTBEAT_SECONDS, metavar="SECONDS",
                         help=f"with a database --storage, a worker's heartbeat interval; a trial silent for "
                              f"{GRACE_INTERVALS} intervals is retried (default {HEARTBEAT_SECONDS})")
