@@ -1,9 +1,12 @@
 """tuner regenerate after a simulated template change (re-verify) and for a new GPU (re-tune)."""
+import contextlib
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import pytest
+from processes import run_at_once
 from records import H100, make_record
 
 import tuner
@@ -323,3 +326,28 @@ def test_regenerate_has_the_compile_workers_of_tuner_search(tmp_path, monkeypatc
     for workers in ([], ["--compile-workers", "2"]):
         assert main(["regenerate", *workers, "--cache-dir", str(tmp_path)]) == 0
     assert asked == [0, 5, 2]
+
+
+QUICK = [Config(block_m=m, block_n=n, thread_m=2, thread_n=2) for m, n in ((16, 16), (32, 16), (16, 32), (32, 32))]
+
+
+def _regenerate_beside(root, out: str, start) -> None:
+    """A regenerate let go with another (processes.run_at_once), its stdout kept in root/out."""
+    start.wait()
+    with open(root / out, "w") as written, contextlib.redirect_stdout(written):
+        status = _regenerate(root)
+    sys.exit(status)
+
+
+def test_two_regenerates_at_once_re_verify_each_configuration_once(tmp_path):
+    """Neither asks the sampler for variants of its own once the queue is empty (each measured as
+    many more as the other took), and each reports every configuration, those the other measured too."""
+    cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
+                       make_record(OLD_TEMPLATES, PROBLEM, [(config, 2.0 - index / 10)
+                                                            for index, config in enumerate(QUICK)]))
+    run_at_once(_regenerate_beside, [(tmp_path, "first"), (tmp_path, "second")])
+    for out in ("first", "second"):
+        said = (tmp_path / out).read_text()
+        assert "float32-16x16x16: re-verified" in said and said.count(" GFLOP/s (simulated) -> ") == len(QUICK), said
+    assert sorted(Config(**trial.params).describe() for trial in _measured(tmp_path)) == sorted(
+        config.describe() for config in QUICK)

@@ -164,14 +164,16 @@ def _stop_if_stopped(outcome) -> None:
 
 def _measure_all(search: Search, configs: list, workers: int) -> None:
     """Measure every one of `configs` the study has not measured, compiling ahead in `workers`
-    processes. Trials an interrupted run left queued are served first, so this goes on until none
-    of `configs` is left."""
-    search.enqueue(configs, recorded=True)
+    processes, from the queue alone: no variant the sampler suggests. One that another process
+    (a search, a regenerate) is measuring is queued too, to be answered from its measurement.
+    Trials queued before them (by an interrupted run, a search's warm start) are served first,
+    so this goes on until none of `configs` is left."""
     for _ in range(len(configs) + search.queued()):
         pending = [config for config in configs if search.measured(config) is None]
         if not pending:
             return
-        outcome = search.run(len(pending), None, warm=False, compile_workers=workers)
+        search.enqueue(pending, recorded=True, running_too=True)
+        outcome = search.run(len(pending), None, warm=False, compile_workers=workers, from_queue=pending)
         _stop_if_stopped(outcome)
         if not outcome.measured:
             return

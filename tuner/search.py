@@ -136,12 +136,13 @@ class Search:
             pass
         check_kernel_dir(kernel_dir(self.root))
 
-    def enqueue(self, configs: list[Tiling], recorded: bool = False) -> list[Tiling]:
-        """Queue the configurations the study has neither measured, claimed nor queued; those
-        queued (SharedStorage.enqueue). `recorded` ones come from a record, measured before, and
-        are measured again whatever their static ceiling (_below_ceiling)."""
+    def enqueue(self, configs: list[Tiling], recorded: bool = False, running_too: bool = False) -> list[Tiling]:
+        """Queue the configurations the study has neither measured, claimed nor queued (with
+        `running_too`, those other workers are measuring as well); those queued
+        (SharedStorage.enqueue). `recorded` ones come from a record, measured before, and are
+        measured again whatever their static ceiling (_below_ceiling)."""
         queued = self.shared.enqueue(self.study, [config.as_dict() for config in configs], self._answers,
-                                     {RECORDED: True} if recorded else {})
+                                     {RECORDED: True} if recorded else {}, running_too)
         return [self.space.config_type(**params) for params in queued]
 
     def warm_start(self) -> list[Tiling]:
@@ -204,12 +205,14 @@ class Search:
         return fastest.user_attrs.get("ceiling") if fastest is not None else None
 
     def run(self, trials: int | None, timeout: float | None, progress=None, warm: bool = True,
-            budget: int | None = None, compile_workers: int = 0) -> Outcome:
+            budget: int | None = None, compile_workers: int = 0, from_queue: list[Tiling] | None = None) -> Outcome:
         """Measure up to `trials` new variants within `timeout` seconds, starting with the queued
         ones (and, if `warm`, the known-good ones), and stop once the study holds `budget`
         measured variants, counting every worker's; Ctrl-C and SIGTERM stop cleanly. With
         `compile_workers`, as many suggestions are asked ahead and compiled in that many worker
-        processes while this one measures (compile_ahead.py)."""
+        processes while this one measures (compile_ahead.py). With `from_queue`, the sampler is
+        never asked: trials are taken from the queue while one of those configurations waits
+        there, and the run ends once what was taken is measured."""
         self.check_writable()
         if warm:
             self.warm_start()
@@ -218,6 +221,7 @@ class Search:
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
         self._budget, self._last_evaluated = budget, started
+        wanted = None if from_queue is None else {config_key(config.as_dict()) for config in from_queue}
         ahead = compile_workers if self.runtime.backend.compiles_without_gpu or not self.runtime.simulated else 0
         outcome.compile_workers = ahead
         pool = CompilePool(self.runtime.backend.name, self.problem.dtype, str(kernel_dir(self.root)),
@@ -226,10 +230,15 @@ class Search:
             if ahead else contextlib.nullcontext()
         try:
             with pool, self.shared.beating(lambda: list(self._asked.values())):
+                asking = True  # until, `from_queue`, none of those configurations waits in the queue
                 while trials is None or outcome.measured < trials:
-                    # The oldest suggestion held is measured once `ahead` more are held; else one more is asked for.
-                    trial, config, key = self._pending[0] if len(self._pending) > ahead else (None, None, None)
+                    # The oldest suggestion held is measured once `ahead` more are held, or none is asked for
+                    # any more; else one more is asked for.
+                    held = len(self._pending) > (ahead if asking else 0)
+                    trial, config, key = self._pending[0] if held else (None, None, None)
                     raise_if_stopping()
+                    if trial is None and not asking:
+                        break
                     outcome.stopped = "" if trial is not None else self._reason_to_stop(outcome, deadline)
                     if outcome.stopped:
                         break
@@ -238,7 +247,7 @@ class Search:
                         outcome.spent = True
                         break
                     if trial is None:
-                        self._ask(outcome, pool if ahead else None)
+                        asking = self._ask(outcome, pool if ahead else None, wanted)
                         continue
                     self._pending.popleft()
                     if decision.earlier is not None:
@@ -277,12 +286,20 @@ class Search:
                     "state; rerun the command to resume in a fresh process")
         return ""
 
-    def _ask(self, outcome: Outcome, pool: CompilePool | None) -> None:
+    def _ask(self, outcome: Outcome, pool: CompilePool | None, wanted: set[str] | None = None) -> bool:
         """Ask for one suggestion: answer it at once if it is invalid or measured already, else
-        hold it (while `pool` compiles it) until its turn to be measured."""
+        hold it (while `pool` compiles it) until its turn to be measured. With `wanted`
+        (configuration keys), only a queued trial, while one of those waits in the queue: False
+        where none does."""
+        if wanted is not None:
+            waiting = self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+            if wanted.isdisjoint(trial.user_attrs.get("queued") for trial in waiting):
+                return False
         with shielded():  # asking, signing and suggesting all write to the study: none is cut in half
             trial = self.study.ask()
             self._asked[trial.number] = trial
+            if wanted is not None and "queued" not in trial.user_attrs:  # another worker emptied the queue meanwhile
+                return False  # the sampler's suggestion is given back, unmeasured, as the run ends
             self.shared.sign(trial)
             params = suggest(trial, self.space.domains())
         config, key = self.space.config_type(**params), config_key(params)
@@ -295,6 +312,7 @@ class Search:
             self._pending.append((trial, config, key))
             if pool:
                 pool.submit(key, params)
+        return True
 
     def _measure(self, trial, config: Tiling, compiled: Compiled | None, operands: Operands,
                  outcome: Outcome) -> record.Measurement:

@@ -282,14 +282,16 @@ class SharedStorage:
         return _alive(pid) and (not when or started(pid) in (when, ""))
 
     def enqueue(self, study: optuna.Study, configs: list[dict], answers=is_measured,
-                attrs: dict | None = None) -> list[dict]:
+                attrs: dict | None = None, running_too: bool = False) -> list[dict]:
         """Queue the configurations (parameters) the study has neither measured, claimed nor queued,
         each with the user attributes `attrs` (given too to one already waiting in the queue); those
         queued. Under the workers' lock, so that workers starting together queue each one once. Only
-        a measured trial that `answers` for its configuration (as in claim) has measured it."""
+        a measured trial that `answers` for its configuration (as in claim) has measured it. With
+        `running_too`, one that another worker holds is queued too: this worker's claim then waits
+        for that measurement and answers from it."""
+        held = () if running_too else (TrialState.RUNNING,)
         with self.lock.held(study.study_name):
-            trials = study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING,
-                                                              TrialState.COMPLETE))
+            trials = study.get_trials(deepcopy=False, states=(TrialState.WAITING, *held, TrialState.COMPLETE))
             taken = {config_key(trial.params) if trial.state == TrialState.COMPLETE else
                      trial.user_attrs.get("queued") or trial.user_attrs.get("claim")
                      for trial in trials if trial.state != TrialState.COMPLETE or answers(trial)}
