@@ -351,3 +351,20 @@ def test_two_regenerates_at_once_re_verify_each_configuration_once(tmp_path):
         assert "float32-16x16x16: re-verified" in said and said.count(" GFLOP/s (simulated) -> ") == len(QUICK), said
     assert sorted(Config(**trial.params).describe() for trial in _measured(tmp_path)) == sorted(
         config.describe() for config in QUICK)
+
+
+def test_show_after_a_regenerate_shows_the_new_record_of_the_product_and_names_the_older(tmp_path, capsys):
+    """Both records of the product match its name, one per software version: the newest is shown
+    (before, a longer part of an id was asked for, and the two ids differ in their fingerprint alone)."""
+    cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0)], finished="2025-01-01T00:00:00+00:00"))
+    assert _regenerate(tmp_path) == 0
+    capsys.readouterr()
+    assert main(["show", "float32-16x16x16", "--cache-dir", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert f"fingerprint {HERE.fingerprint};" in out
+    assert err == (f"tuner: note: 2 records of float32-16x16x16 on {HERE.name}, one per software version, match "
+                   f"'float32-16x16x16': showing the newest (older: {OLD_TEMPLATES.slug}/float32-16x16x16)\n")
+    assert main(["show", f"{OLD_TEMPLATES.slug}/float32-16x16x16", "--cache-dir", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert f"fingerprint {OLD_TEMPLATES.fingerprint};" in out and err == ""

@@ -7,10 +7,10 @@ from .. import cache
 from ..backends import get_backend
 from ..formats import counted, duration, rate
 from ..config import Tiling
-from ..record import Record
+from ..record import Record, file_stem
 from .arguments import add_cache_dir
 
-SHOWN_MATCHES = 4  # ids named when `tuner show` is given a part of several
+SHOWN_MATCHES = 4  # ids named when `tuner show` is given a part of several, or shows the newest of several
 
 
 def print_best(record: Record) -> None:
@@ -69,17 +69,17 @@ def _list(args) -> int:
 
 def _show(args) -> int:
     matches = [stored for stored in _records(args) if args.record in stored.id]
-    exact = [stored for stored in matches if stored.id == args.record]
-    mine = [stored for stored in matches if not stored.shipped]
-    # the user's record before a shipped one of the same id, or of the same part of an id
-    chosen = exact or (matches if len(matches) == 1 else mine if len(mine) == 1 else [])
-    if chosen:
-        stored = chosen[0]
+    named = [stored for stored in matches if stored.id == args.record] or matches
+    chosen = [stored for stored in named if not stored.shipped] or named  # the user's before the shipped ones
+    if chosen and _one_product_on_one_gpu(chosen):
+        stored = max(chosen, key=lambda found: found.record.finished)
         record = stored.record
+        if len(chosen) > 1:
+            print(f"tuner: note: {len(chosen)} records of {file_stem(record.problem)} on {record.device.name}, one per "
+                  f"software version, match {args.record!r}: showing the newest (older: "
+                  f"{_ids([found for found in chosen if found is not stored])})", file=sys.stderr)
     elif matches:
-        named = ", ".join(stored.id for stored in matches[:SHOWN_MATCHES])
-        more = f" and {len(matches) - SHOWN_MATCHES} more" if len(matches) > SHOWN_MATCHES else ""
-        raise ValueError(f"{len(matches)} records match {args.record!r} ({named}{more}); give a longer part of one")
+        raise ValueError(f"{len(matches)} records match {args.record!r} ({_ids(matches)}); give a longer part of one")
     else:
         raise ValueError(f"no record matches {args.record!r}; `tuner list` shows the ids")
     heading, config, source = _source(record) if args.source else (None, None, None)
@@ -111,6 +111,19 @@ def _show(args) -> int:
     return 0
 
 
+def _ids(records: list[cache.Stored]) -> str:
+    """The first SHOWN_MATCHES ids of `records`, and how many more."""
+    more = f" and {len(records) - SHOWN_MATCHES} more" if len(records) > SHOWN_MATCHES else ""
+    return ", ".join(stored.id for stored in records[:SHOWN_MATCHES]) + more
+
+
+def _one_product_on_one_gpu(records: list[cache.Stored]) -> bool:
+    """Whether `records` are of one product on one GPU model: under several software versions
+    where there are more than one, as `tuner regenerate` leaves them."""
+    return len({(stored.record.family, stored.record.problem, json.dumps(stored.record.device.model, sort_keys=True))
+                for stored in records}) == 1
+
+
 def _source(record: Record) -> tuple[str, Tiling, str]:
     """What tuner.matmul runs from a record, its best configuration valid in this version's space:
     said in a line, the configuration, and its kernel source rendered from the installed templates."""
@@ -135,7 +148,8 @@ def add_parsers(subparsers) -> None:
     listing.set_defaults(run=_list)
 
     show = subparsers.add_parser("show", help="show one cached record in full")
-    show.add_argument("record", help="a record id from `tuner list`, or a unique part of one")
+    show.add_argument("record", help="a record id from `tuner list`, or a part of one: the user's records before the "
+                                     "shipped ones, the newest of one product's on one GPU model")
     add_cache_dir(show)
     show.add_argument("--json", action="store_true", help="print the record as JSON")
     show.add_argument("--source", action="store_true",
