@@ -148,3 +148,30 @@ def test_the_kinds_of_an_earlier_journal_still_count(tmp_path):
     search = Search(runtime, problem, root=tmp_path, storage=str(path), name="old")
     assert search.measured_count() == 2 and search.best_gflops() == 1.0
     assert search.shared.claim(search.study, 2) == SPENT
+
+
+@pytest.fixture
+def time_zone(monkeypatch):
+    """Set this process's time zone, as another host's worker would have it; restored after the test."""
+    def set_zone(name: str) -> None:
+        monkeypatch.setenv("TZ", name)
+        time.tzset()
+
+    yield set_zone
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_a_trial_just_asked_by_a_worker_in_another_time_zone_is_not_taken_for_dead(tmp_path, time_zone):
+    """A worker 26 hours ahead must not read a trial just asked in a database, not yet signed, as
+    silent for a day: Optuna (5 and later) keeps the moment in UTC and gives it in local time."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    time_zone("Etc/GMT+12")  # UTC-12
+    study = optuna.create_study(storage=SharedStorage(url, tmp_path / "unused.journal").storage, study_name="s",
+                                direction="maximize")
+    trial = study.ask()
+    time_zone("Etc/GMT-14")  # UTC+14
+    recovering = SharedStorage(url, tmp_path / "unused.journal", heartbeat=1)
+    other = optuna.load_study(storage=recovering.storage, study_name="s")
+    recovering.recover(other)
+    assert other.trials[trial.number].state == optuna.trial.TrialState.RUNNING
