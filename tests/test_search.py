@@ -587,6 +587,27 @@ def test_a_forged_trial_does_not_count_in_the_budget(tmp_path):
     assert outcome.measured == 1 and outcome.spent
 
 
+def test_a_measurement_this_search_makes_that_fails_the_records_check_is_a_failed_variant(tmp_path, monkeypatch):
+    """A rate the record would refuse (say over twice a nominal peak that a new architecture
+    outgrew) is told as a failure with the reason: it counts in the budget and answers for its
+    configuration, as the run counts it, instead of being left out as a measurement not the tuner's."""
+    from tuner.measure import Measured
+    from tuner.record import Measurement
+    from tuner.studies import failure_reasons
+
+    def measure(runtime, space, problem, config, operands, protocol, directory):
+        return Measured(Measurement("ok", relative_error=0.0, seconds=1.0, reps=1, gflops=9e9))
+
+    monkeypatch.setattr(tuner.search, "measure", measure)
+    search = _search(tmp_path)
+    outcome = search.run(trials=2, timeout=None, warm=False, budget=1)  # the budget, not the trials, stops it
+    assert (outcome.measured, outcome.failed, search.measured_count()) == (1, 1, 1) and outcome.spent
+    [trial] = _measured(search)
+    assert search.measured(Config(**trial.params)).number == trial.number
+    assert failure_reasons(search.counted_trials())[
+        "implausible: its rate 9,000,000,000 GFLOP/s is not the product's operations over its median 1,000 ms"] == 1
+
+
 def test_the_command_line_counts_a_forged_trial_neither_in_its_budget_nor_as_measured(tmp_path, capsys):
     args = ["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--cache-dir", str(tmp_path)]
     assert main(args + ["--trials", "1"]) == 0

@@ -189,9 +189,9 @@ def draw(runs: StudyTrials, records: list[Record], results: list, root: Path) ->
         lambda: _tiles(passed, unit))
     reasons = failure_reasons(runs.trials)
     add("failures", "Failures by reason",
-        "Measured variants that failed, by status (compile, launch, wrong) and reason, and invalid suggestions, "
-        "never compiled, by the rule they broke (a number that differs between a rule's reasons shown as N; a "
-        "suggestion breaking several rules counts for each).",
+        "Measured variants that failed, by status (compile, launch, wrong, implausible) and reason, and invalid "
+        "suggestions, never compiled, by the rule they broke (a number that differs between a rule's reasons shown "
+        "as N; a suggestion breaking several rules counts for each).",
         "" if reasons else "no variant failed and no suggestion was invalid",
         lambda: _failures(reasons))
     add("records", "Cached entries",

@@ -1,7 +1,8 @@
 """The measurement protocol: verify a variant against a float64 reference, then time it.
 
 A variant that fails to compile, fails to launch or gives a wrong answer is a Measurement with
-that status and the reason; only an "ok" one has a time, so no failure can ever be the best.
+that status and the reason; only an "ok" one has a time, so no failure can ever be the best. (The
+search tells an "ok" one that the record would refuse as "implausible": search.Search._measure.)
 """
 import statistics
 import time

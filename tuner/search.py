@@ -325,6 +325,9 @@ class Search:
             run = measure(self.runtime, self.space, self.problem, config, operands, self.protocol,
                           kernel_dir(self.root))
         measurement, now = run.measurement, time.monotonic()
+        implausible = measurement.ok and measurement.doubt(self.problem, self.runtime.device)
+        if implausible:  # one the record would refuse: a failed variant, so that it counts and is not measured again
+            measurement = record.Measurement("implausible", implausible, clock=self.runtime.clock)
         outcome.intervals.append(now - self._last_evaluated)
         outcome.measuring_seconds += run.phases.get("verify", 0.0) + run.phases.get("time", 0.0)
         self._last_evaluated = now
