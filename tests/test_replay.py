@@ -434,6 +434,22 @@ def test_the_local_search_skips_what_other_workers_run_and_what_is_queued(space_
     assert next_suggestion() not in (running, queued)
 
 
+def test_the_local_search_neither_learns_from_nor_skips_a_trial_the_search_does_not_count():
+    """A search's doubted measurement (a forged rate in its journal) steers no move, and its
+    configuration may be suggested, and measured, again."""
+    domains = {"a": [1, 2, 3, 4]}
+    sampler = LocalSearchSampler(domains, lambda values: True, 0, Options(startup=1, tpe_first=0, global_share=0,
+                                                                          wide_share=0),
+                                 counts=lambda trial: not trial.user_attrs.get("forged"))
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for a, value, forged in ((1, 1.0, False), (2, 9e9, True)):
+        study.enqueue_trial({"a": a})
+        trial = study.ask()
+        suggest(trial, domains)
+        answer(study, trial, "measured", value, 0.0, forged=forged)
+    assert sampler.sample_relative(study, None, sampler.infer_relative_search_space(study, None)) == {"a": 2}
+
+
 def test_a_replay_counts_measured_configurations_only_and_charges_their_recorded_cost(space_file):
     space = recorded.load(space_file)
     for sampler in ("local", "tpe", "random"):

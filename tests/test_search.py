@@ -33,7 +33,8 @@ def _search(tmp_path, backend=CUDA, **options) -> Search:
 
 def _sampler_options(monkeypatch, **options) -> None:
     """Make the searches' `local` sampler take `options` (tuner.sampler.Options fields)."""
-    monkeypatch.setattr("tuner.search.make_sampler", lambda *args: make_sampler(*args, Options(**options)))
+    monkeypatch.setattr("tuner.search.make_sampler",
+                        lambda *args, **keywords: make_sampler(*args, Options(**options), **keywords))
 
 
 def _measured(search: Search) -> list:
@@ -542,6 +543,7 @@ def test_a_forged_trial_in_the_journal_reaches_neither_the_record_nor_the_prune_
     with pytest.warns(UserWarning, match="is left out"):
         again = _search(tmp_path)
         assert again.best_gflops() == honest.value
+        assert not again.study.sampler.counts(again.study.trials[honest.number + 1])  # nor steers the sampler
         assert again.enqueue([other]) == [other]  # the warm start queues it again, as not measured
         again.run(trials=1, timeout=None, warm=False)
         assert again.measured(other).number == honest.number + 2

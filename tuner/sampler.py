@@ -52,7 +52,9 @@ if one of tpe_tries is unseen and valid. Leave-one-space-out chose the default: 
 (docs/search.md).
 
 Seen means evaluated, running in another worker, or queued, so after a TPE turn nothing is
-suggested twice. A failed or infeasible configuration counts as the worst value. Evidence for
+suggested twice. A failed or infeasible configuration counts as the worst value. A complete trial
+that the search does not count (`counts`: a measurement it doubts) is neither seen nor evaluated, so
+its value steers nothing and its configuration may be suggested, and measured, again. Evidence for
 the design, and how its options were chosen across recorded spaces, is in docs/search.md.
 """
 import warnings
@@ -130,11 +132,14 @@ _SEEN = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
 
 class LocalSearchSampler(optuna.samplers.BaseSampler):
     """TPE's turn, then a best-first local search with global moves, over the configurations that
-    `valid` accepts (tuples of values in `domains` order); see the module docstring."""
+    `valid` accepts (tuples of values in `domains` order), learning from the complete trials that
+    `counts`; see the module docstring."""
 
-    def __init__(self, domains: dict[str, tuple], valid, seed: int | None = None, options: Options = Options()):
+    def __init__(self, domains: dict[str, tuple], valid, seed: int | None = None, options: Options = Options(),
+                 *, counts=lambda trial: True):
         self.grid = Grid(domains, valid)
         self.options = options
+        self.counts = counts
         self.finished = {}  # trial number -> (point, score) of the complete trials
         self.rng = np.random.default_rng(seed)
         self.fallback = optuna.samplers.RandomSampler(seed)
@@ -158,6 +163,8 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         wasted = False  # whether TPE's turn has ended early, its proposals mostly invalid
         best, since_best = -np.inf, 0  # the best measured score, and how many measured since it
         for other in study.get_trials(deepcopy=False, states=_SEEN):
+            if other.state == TrialState.COMPLETE and not self.counts(other):
+                continue
             point, score = self.finished.get(other.number) or self._outcome(study, other)
             if point is not None:
                 seen.add(point)
@@ -284,12 +291,13 @@ def _ranked(scores: dict) -> tuple[np.ndarray, np.ndarray]:
     return np.array(list(scores))[order], np.array(list(scores.values()))[order]
 
 
-def make_sampler(name: str, seed: int, domains: dict[str, tuple], valid,
-                 options: Options = Options()) -> optuna.samplers.BaseSampler:
+def make_sampler(name: str, seed: int, domains: dict[str, tuple], valid, options: Options = Options(),
+                 *, counts=lambda trial: True) -> optuna.samplers.BaseSampler:
     """The sampler called `name`, seeded. `valid(values)` says whether a configuration (a tuple
-    of values in `domains` order) is valid; only `local` asks, and only it takes `options`."""
+    of values in `domains` order) is valid, and `counts(trial)` whether a complete trial counts;
+    only `local` asks, and only it takes `options`."""
     if name == "local":
-        return LocalSearchSampler(domains, valid, seed, options)
+        return LocalSearchSampler(domains, valid, seed, options, counts=counts)
     if options != Options():
         raise ValueError(f"the {name} sampler takes no options; only local does")
     return OPTUNA_SAMPLERS[name](seed)

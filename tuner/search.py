@@ -97,7 +97,8 @@ class Search:
             return not self.space.violations(self.space.config_type(**dict(zip(domains, values))))
 
         self.study.sampler = make_sampler(
-            sampler, (seed + len(self.study.trials) + zlib.crc32(worker_name().encode())) % 2**32, domains, valid)
+            sampler, (seed + len(self.study.trials) + zlib.crc32(worker_name().encode())) % 2**32, domains, valid,
+            counts=self._counts)
         identity = {"fingerprint": runtime.device.fingerprint, "problem": problem.key}
         self._mark(identity)
         self.shared.recover(self.study)
@@ -179,11 +180,15 @@ class Search:
         """Variants the study has measured, every worker's, as its budget counts them (_answers)."""
         return sum(map(self._answers, self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))))
 
+    def _counts(self, trial) -> bool:
+        """Whether a complete trial counts: told as one of tuner's kinds and, if measured, answering
+        for its configuration (one left out is warned of, as the report leaves it out)."""
+        return is_told(trial) and (not is_measured(trial) or self._answers(trial))
+
     def counted_trials(self) -> list:
-        """The study's complete trials that count: told as one of tuner's kinds and, if measured,
-        answering for their configuration (those left out are warned of, as the report leaves them out)."""
+        """The study's complete trials that count (_counts)."""
         return [trial for trial in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if is_told(trial) and (not is_measured(trial) or self._answers(trial))]
+                if self._counts(trial)]
 
     def trial_count(self) -> int:
         """Trials the study has started (queued ones are not counted)."""
