@@ -311,6 +311,18 @@ def test_a_study_whose_identity_is_not_an_object_has_none():
     assert identity(study) == {"problem": "float32-8x8x8"}
 
 
+def test_a_studys_product_is_known_from_its_key():
+    from tuner.families.batched import BatchedProblem
+    from tuner.family import keyed_problem
+    from tuner.problem import Problem
+
+    assert keyed_problem("float32-16x8x4") == Problem(16, 8, 4)
+    assert keyed_problem("float64-2x16x8x4") == BatchedProblem(16, 8, 4, "float64", batch=2)
+    for key in (None, ["float32-16x8x4"], "x", "float32-16x8", "float99-16x8x4", "float32-0x8x4",
+                "float32-1\u0664x8x4"):  # an Arabic-Indic digit
+        assert keyed_problem(key) is None
+
+
 def test_a_study_whose_identity_is_not_an_object_is_reported_without_a_record(tmp_path):
     root = tmp_path / "cache"
     study = _searched_study(root, 1)
@@ -333,3 +345,30 @@ def test_a_record_made_by_another_study_of_the_product_is_not_reported_as_this_s
     assert f"0 variants passed; the cache record of this product and device was made by another study, &#39;" \
            f"{made.study_name}&#39;" in page
     assert "<th>best configuration</th>" not in page and "<th>cache entry</th>" in page
+
+
+@pytest.mark.parametrize("device_known", [False, True], ids=["no record of the device", "another product's record"])
+def test_a_trial_the_tuner_did_not_make_is_left_out_of_a_report_without_the_studys_record(tmp_path, device_known):
+    """Without the study's record, its product comes from the study and its device from any record
+    of that device: a forgery that needs the device to be told (a fraction of peak where the device
+    has none) is caught only where one names it."""
+    root = tmp_path / "cache"
+    study = _searched_study(root, 1)
+    for path in cache.record_paths(root):
+        path.unlink()
+    if device_known:
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["search", "--backend", "cuda", "--simulate", "--shape", "8", "8", "8", "--trials", "1",
+                         "--cache-dir", str(root)]) == 0
+    honest = next(trial for trial in study.trials if trial.value)
+    for value, measurement in ((9e9, honest.user_attrs["measurement"]),
+                               (honest.value, {**honest.user_attrs["measurement"], "fraction_of_peak": 0.5})):
+        study.add_trial(optuna.trial.create_trial(
+            params=honest.params, distributions=honest.distributions, value=value,
+            user_attrs={**honest.user_attrs, "measurement": measurement}, system_attrs=honest.system_attrs))
+    value_forged, fraction_forged = len(study.trials) - 2, len(study.trials) - 1
+    with pytest.warns(UserWarning, match=f"trial {value_forged} of the study is left out: its measurement is not one"):
+        runs = StudyTrials.of(study, cache.Catalog.read(root))
+    assert runs.entry is None
+    left = {trial.number for trial in study.trials} - {trial.number for trial in runs.trials}
+    assert value_forged in left and (fraction_forged in left) == device_known

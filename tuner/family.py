@@ -9,6 +9,7 @@ FAMILY: adding a family adds a module and its template, and changes nothing here
 """
 import importlib
 import pkgutil
+import re
 from functools import cache
 
 import numpy as np
@@ -129,6 +130,22 @@ def get_family(name: str) -> Family:
         return families()[name]
     except KeyError:
         raise ValueError(f"unknown kernel family {name!r}; choose one of: {', '.join(families())}") from None
+
+
+def keyed_problem(key) -> Problem | None:
+    """The problem whose key (Problem.key: its dtype, then its sizes) is `key`, of the one family
+    whose problems have that many sizes; None for anything else (a study's storage may hold anything)."""
+    dtype, _, shape = key.rpartition("-") if isinstance(key, str) else ("", "", "")
+    sizes = shape.split("x")
+    if not all(re.fullmatch(r"[0-9]+", size) for size in sizes):
+        return None
+    found = [family.problem for family in families().values() if len(family.problem.dimensions()) == len(sizes)]
+    if len(found) != 1:
+        return None
+    try:
+        return found[0](**dict(zip(found[0].dimensions(), map(int, sizes))), dtype=dtype)
+    except ValueError:  # an unknown dtype, or a size of 0
+        return None
 
 
 def family_for(a_dims: int, b_dims: int) -> Family:

@@ -52,14 +52,15 @@ class Measurement:
     def as_dict(self) -> dict:
         return asdict(self)
 
-    def doubt(self, problem: Problem, device: Device) -> str:
+    def doubt(self, problem: Problem, device: Device | None) -> str:
         """Why this passing measurement of `problem` cannot be one the tuner made on `device`, or "".
         A record or a study journal can be edited by hand, so a rate is believed only if it is the
         product's operations over the median time, its fraction of peak is that rate over the
         device's nominal peak, it is at most PEAK_SLACK times that peak where the backend's peak
-        bounds rates, and the error is within the family's tolerance."""
+        bounds rates, and the error is within the family's tolerance. With no `device` (one that
+        no record names), the peak checks are left out."""
         precision = PRECISIONS[problem.dtype]
-        peak = None if device.simulated else device.peak(precision.units)
+        peak = None if device is None or device.simulated else device.peak(precision.units)
         tolerance = get_family(problem.family).tolerance(precision)
         if not (self.relative_error is not None and 0 <= self.relative_error <= tolerance):
             return f"its relative error {self.relative_error} is not within the tolerance {tolerance:.0e}"
@@ -68,6 +69,8 @@ class Measurement:
                     f"{duration(self.seconds)}")
         if peak and BACKENDS[device.backend].peak_bounds_rates and self.gflops > PEAK_SLACK * peak:
             return f"its rate {rate(self.gflops)} is over {PEAK_SLACK} times the device's nominal peak {rate(peak)}"
+        if device is None:
+            return ""
         expected = self.gflops / peak if peak else None
         if (self.fraction_of_peak is None) != (expected is None) or (
                 expected is not None and not math.isclose(self.fraction_of_peak, expected, rel_tol=1e-6)):

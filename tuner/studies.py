@@ -11,6 +11,7 @@ import optuna
 from optuna.trial import TrialState
 
 from .cache import Catalog
+from .family import keyed_problem
 from .journal import NotAJournal
 from .record import Record
 from .simulator import CLOCK as SIMULATED
@@ -142,17 +143,23 @@ class StudyTrials:
 
     @classmethod
     def of(cls, study: optuna.Study, catalog: Catalog) -> "StudyTrials":
-        """`study`'s completed trials, and its record among the cache's. Where the record is found, its
-        product and device tell the trials whose measurements the tuner cannot have made, which are
-        left out with a warning, as from the record (study_record.answers)."""
+        """`study`'s completed trials, and its record among the cache's. The study's product and its
+        device (from any record of its fingerprint; unknown if none) tell the trials whose
+        measurements the tuner cannot have made, which are left out with a warning, as from the
+        record (study_record.answers)."""
         held = identity(study)
-        entry, path = next(((stored.record, stored.path) for stored in catalog.select(
-            fingerprint=held.get("fingerprint")) if stored.record.problem.key == held.get("problem")),
-            (None, None))
+        fingerprint = held.get("fingerprint")
+        devices = catalog.select(fingerprint=fingerprint) if isinstance(fingerprint, str) else []
+        entry, path = next(((stored.record, stored.path) for stored in devices
+                            if stored.record.problem.key == held.get("problem")), (None, None))
+        problem = entry.problem if entry else keyed_problem(held.get("problem"))
+        device = next((stored.record.device for stored in devices), None)
         complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         say_unknown_kinds(complete)
+        if problem is None and any(kind(trial) == Kind.MEASURED for trial in complete):
+            warnings.warn("tuner: the study names no product, so its measurements cannot be checked")
         trials = [trial for trial in complete if is_told(trial) and (
-            not entry or kind(trial) != Kind.MEASURED or answers(trial, entry.problem, entry.device))]
+            not problem or kind(trial) != Kind.MEASURED or answers(trial, problem, device))]
         measured = [trial for trial in trials if kind(trial) == Kind.MEASURED]
         good = [trial for trial in measured if passed(trial)]
         simulated = any(measurement(trial).get("clock") == SIMULATED for trial in measured)

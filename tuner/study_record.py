@@ -18,9 +18,10 @@ from .space import Space
 from .trials import STARTED, Kind, config_key, is_measured, is_told, passed
 
 
-def doubt(trial, problem: Problem, device: Device) -> str:
+def doubt(trial, problem: Problem, device: Device | None) -> str:
     """Why a passing trial's measurement, as the study's storage holds it, cannot be one the tuner
-    made of `problem` on `device` (record.Measurement.doubt; or its value is not its rate), or "".
+    made of `problem` on `device` (record.Measurement.doubt, None if unknown; or its value is not
+    its rate), or "".
     A journal is a file anyone with access could have appended to."""
     measurement = trial.user_attrs["measurement"]
     values = trial.values
@@ -46,7 +47,7 @@ def say_unknown_kinds(trials) -> None:
                           f"{trial.user_attrs.get('kind')!r:.40} is not one tuner tells")
 
 
-def answers(trial, problem: Problem, device: Device) -> bool:
+def answers(trial, problem: Problem, device: Device | None) -> bool:
     """Whether a measured trial may answer for its configuration: it failed, or it passed with a
     measurement the tuner made (doubt); a passing one that may not is named in a warning, as left
     out, and its configuration is measured again."""
