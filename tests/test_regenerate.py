@@ -368,3 +368,65 @@ def test_show_after_a_regenerate_shows_the_new_record_of_the_product_and_names_t
     assert main(["show", f"{OLD_TEMPLATES.slug}/float32-16x16x16", "--cache-dir", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     assert f"fingerprint {OLD_TEMPLATES.fingerprint};" in out and err == ""
+
+
+def _two_searches(root):
+    """Two searches of PROBLEM's simulator study, as two regenerates at once hold them, beside a
+    record of QUICK's first two configurations under the old templates."""
+    from tuner.runtime import open_runtime
+    from tuner.search import Search
+
+    cache.write_record(cache.record_path(root, OLD_TEMPLATES.slug, PROBLEM.key),
+                       make_record(OLD_TEMPLATES, PROBLEM, [(config, 2.0 - index / 10)
+                                                            for index, config in enumerate(QUICK[:2])]))
+    runtime = open_runtime(tuner.backends.CUDA, simulate=True)
+    return Search(runtime, PROBLEM, root=root), Search(runtime, PROBLEM, root=root)
+
+
+def _take_the_queue(search) -> None:
+    """What the other regenerate's compile-ahead loop does: ask for every queued trial."""
+    while search.queued():
+        search.shared.sign(search.study.ask())
+
+
+def test_a_regenerate_whose_queue_another_empties_before_its_ask_still_re_verifies(tmp_path):
+    """It measured nothing, so it said each configuration was not measured, and re-tuned."""
+    from tuner.regenerate import _regenerate_one
+
+    other, this = _two_searches(tmp_path)
+    ask = this.study.ask
+
+    def ask_after_the_other(*args, **kwargs):
+        _take_the_queue(other)
+        this.study.ask = ask
+        return ask(*args, **kwargs)
+
+    this.study.ask = ask_after_the_other
+    change = _regenerate_one(this, [cache.read_record(next(cache.record_paths(tmp_path)))], [], 2, 0, lambda line: None)
+    assert change.action == "re-verified", change
+
+
+def test_a_suggestion_a_regenerate_asked_for_by_mistake_is_given_back_at_once(tmp_path, monkeypatch):
+    """Held unsigned while the run measured, it passed for dead to another worker, which failed it,
+    and giving it back at the run's end raised UpdateFinishedTrialError: a traceback."""
+    import tuner.storage
+
+    other, this = _two_searches(tmp_path)
+    ask, measure, asked = this.study.ask, this._measure, []
+
+    def ask_after_the_other(*args, **kwargs):
+        if asked:  # the other takes what is left just before this one's second ask
+            _take_the_queue(other)
+        asked.append(ask(*args, **kwargs))
+        return asked[-1]
+
+    def measure_while_the_other_recovers(*args, **kwargs):
+        other.shared.recover(other.study)
+        return measure(*args, **kwargs)
+
+    monkeypatch.setattr(tuner.storage, "ORPHAN_GRACE_SECONDS", 0)
+    this.study.ask, this._measure = ask_after_the_other, measure_while_the_other_recovers
+    this.enqueue(QUICK[:2], recorded=True, running_too=True)
+    this.run(2, None, warm=False, compile_workers=1, from_queue=QUICK[:2])
+    mistaken = this.study.trials[asked[-1].number]
+    assert len(asked) == 2 and mistaken.user_attrs.get("kind") == "surplus", mistaken

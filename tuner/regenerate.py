@@ -174,9 +174,7 @@ def _measure_all(search: Search, configs: list, workers: int) -> None:
             return
         search.enqueue(pending, recorded=True, running_too=True)
         outcome = search.run(len(pending), None, warm=False, compile_workers=workers, from_queue=pending)
-        _stop_if_stopped(outcome)
-        if not outcome.measured:
-            return
+        _stop_if_stopped(outcome)  # a run that measured nothing (another process took the queue) goes round again
 
 
 def _retune(search: Search, records: list[Record], trials: int, workers: int, details: list[str]) -> Change:

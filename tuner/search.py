@@ -304,7 +304,8 @@ class Search:
             trial = self.study.ask()
             self._asked[trial.number] = trial
             if wanted is not None and "queued" not in trial.user_attrs:  # another worker emptied the queue meanwhile
-                return False  # the sampler's suggestion is given back, unmeasured, as the run ends
+                give_back(self.study, self._asked.pop(trial.number))  # at once: unsigned, it would pass for dead
+                return False
             self.shared.sign(trial)
             params = suggest(trial, self.space.domains())
         config, key = self.space.config_type(**params), config_key(params)

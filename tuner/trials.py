@@ -6,14 +6,15 @@ Every suggestion is given its configuration (`suggest`) and becomes a finished t
   (its `reasons`) or heuristic that prunes it (its `pruned`); a static ceiling below half of the
   best seen, where it can be counted (ceiling.py), is such a heuristic;
 - duplicate: already measured in the study; answered from that trial, not measured again;
-- measured: verified, then timed; a compile, launch or correctness failure is infeasible (a
-  constraint), not an ignored FAIL trial.
+- measured: verified, then timed; a compile, launch or correctness failure, or a measurement a
+  record would refuse (implausible), is infeasible (a constraint), not an ignored FAIL trial.
 FAIL is left to a trial that was interrupted, whose worker died (it is queued again), or, as
 surplus, that was asked for as the budget ran out or ahead of a run's end. Before asking and
 before measuring, a worker asks the storage for a Decision (SharedStorage.claim): measure, answer
 from an earlier trial of the same configuration, or stop, the budget spent. The search
 (search.py) and its replay on recorded spaces (replay.py) follow this protocol.
 """
+import contextlib
 import json
 from dataclasses import dataclass
 from enum import Enum
@@ -108,6 +109,8 @@ def answer(study: optuna.Study, trial, told: Kind, value: float, violation: floa
 
 
 def give_back(study: optuna.Study, trial) -> None:
-    """Tell the study that `trial`, asked for, will not be measured: FAIL, as surplus."""
-    trial.set_user_attr("kind", Kind.SURPLUS.value)
+    """Tell the study that `trial`, asked for, will not be measured: FAIL, as surplus, unless
+    another worker has ended it already (as dead: dead-trial recovery)."""
+    with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+        trial.set_user_attr("kind", Kind.SURPLUS.value)
     study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
