@@ -101,7 +101,9 @@ def test_another_build_of_the_compilers_numba_cuda_loads_changes_the_fingerprint
 
 
 def test_what_an_older_record_did_not_record_is_said_so_not_said_missing():
-    newer = dataclasses.replace(H100, software={**H100.software, "nvidia-nvvm": "13.0.88", "verification": "abcd"})
+    """A wheel neither recorded then nor installed now is no change to name."""
+    newer = dataclasses.replace(H100, software={**H100.software, "nvidia-nvvm": "13.0.88", "verification": "abcd",
+                                                "nvidia-nvjitlink-cu12": "missing"})
     assert devices.software_changes(H100, newer) == ["nvidia-nvvm unrecorded -> 13.0.88",
                                                      "verification unrecorded -> abcd"]
 

@@ -128,12 +128,14 @@ class Device:
 
 def software_changes(old: Device, new: Device) -> list[str]:
     """The software differences between two descriptions of one GPU model, as 'name old -> new';
-    "unrecorded" for what a description (made by another version of tuner) does not hold."""
+    "unrecorded" for what a description (made by another version of tuner) does not hold, and
+    nothing for a distribution it does not hold and that is missing now."""
     changes = [f"{name} {getattr(old, name)} -> {getattr(new, name)}" for name in ("driver", "runtime")
                if getattr(old, name) != getattr(new, name)]
     for name in sorted(set(old.software) | set(new.software)):
-        if old.software.get(name) != new.software.get(name):
-            changes.append(f"{name} {old.software.get(name, 'unrecorded')} -> {new.software.get(name, 'unrecorded')}")
+        before, now = old.software.get(name, "unrecorded"), new.software.get(name, "unrecorded")
+        if before != now and (before, now) != ("unrecorded", "missing"):
+            changes.append(f"{name} {before} -> {now}")
     return changes
 
 
