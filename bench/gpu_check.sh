@@ -154,8 +154,9 @@ study.rename(study.with_suffix(".journal.searched"))
 print("moved", path, "to", cache.record_path(root, older.slug, path.stem), "and the study aside")
 PY
   # Bounded, so that the part's last step runs within the device call: regenerate stops cleanly on
-  # SIGTERM (killed 30 s later if hung). On a GPU it also re-verifies the shipped records (tf32 and
-  # float16-tc compile in this process), which the simulator refuses as too large. Exit 124 says
+  # SIGTERM (killed 30 s later if hung). On a GPU it also re-verifies the shipped records (compiled
+  # ahead in workers; tf32 and float16-tc are counted there and compiled again in this process),
+  # which the simulator refuses as too large. Exit 124 says
   # the bound was reached, and counts as a failed step.
   step timeout -k 30 -s TERM 200 "$python" -m tuner regenerate "${simulate[@]}" "${trials[@]}"
   step "$python" -m tuner list --json

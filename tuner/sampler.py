@@ -54,8 +54,9 @@ if one of tpe_tries is unseen and valid. Leave-one-space-out chose the default: 
 Seen means evaluated, running in another worker, or queued, so after a TPE turn nothing is
 suggested twice. A failed or infeasible configuration counts as the worst value. A complete trial
 that the search does not count (`counts`: a measurement it doubts) is neither seen nor evaluated, so
-its value steers nothing and its configuration may be suggested, and measured, again. Evidence for
-the design, and how its options were chosen across recorded spaces, is in docs/search.md.
+its value steers none of the local search's own moves, and its configuration may be suggested, and
+measured, again; Optuna's TPE, in its turn and its proposals, still reads every complete trial.
+Evidence for the design, and how its options were chosen across recorded spaces, is in docs/search.md.
 """
 import warnings
 from dataclasses import dataclass
