@@ -1,8 +1,10 @@
 """Backends are objects: only their own modules, and the simulator's, tell them apart."""
 import os
 import re
+import stat
 import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -10,7 +12,8 @@ import pytest
 
 import tuner
 from tuner.backends import BACKENDS, CUDA, ROC, SIMULATOR_DEFAULT, NoDevice
-from tuner.runtime import FLUSH_BYTES, NoGPU, Runtime, driver_device_count
+from tuner.kernel import UnsafeKernelDirectory
+from tuner.runtime import FLUSH_BYTES, NoGPU, Runtime, RuntimeUnavailable, driver_device_count, open_runtime
 
 TUNER = Path(tuner.__file__).parent
 # Where a backend's name or the simulator's arch may be spelled out and compared.
@@ -81,6 +84,50 @@ def test_roc_leaves_numba_hips_target_alone_and_describes_the_gpu_by_it(monkeypa
     device = ROC.describe(hip)
     assert (device.arch, device.multiprocessors, device.memory_bytes, device.runtime) == ("gfx90a", 104, 64 << 30,
                                                                                           "HIP 6.2")
+
+
+@pytest.fixture
+def amd_host(tmp_path, monkeypatch):
+    """An AMD GPU host (the driver's count faked) whose temporary folder ($TMPDIR, as tempfile read it) is
+    `tmp_path`/tmp, and numba-hip's device-library cache there; importing numba.hip notes the mode of
+    that cache (None if missing) in the list yielded, then fails."""
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM")
+    monkeypatch.delenv("NUMBA_HIP_USE_DEVICE_LIB_CACHE", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(type(ROC), "detect", lambda self: 1)
+    cache, modes = tmp_path / "tmp" / "numba" / "hip" / f"uid_{os.getuid()}", []
+
+    def load(self):
+        modes.append(stat.S_IMODE(cache.stat().st_mode) if cache.exists() else None)
+        raise ImportError("no numba-hip here")
+
+    monkeypatch.setattr(type(ROC), "load", load)
+    (tmp_path / "tmp").mkdir()
+    yield cache, modes
+
+
+def test_numba_hips_device_library_cache_is_made_private_before_numba_hip_loads(amd_host):
+    """numba-hip would make it with the umask's mode."""
+    cache, modes = amd_host
+    with pytest.raises(RuntimeUnavailable, match="no numba-hip here"):
+        open_runtime(ROC)
+    assert modes == [0o700]
+
+
+def test_a_device_library_cache_others_could_plant_is_refused_before_numba_hip_loads(amd_host, monkeypatch):
+    """numba-hip links the bitcode it finds there into every kernel, whoever wrote it."""
+    cache, modes = amd_host
+    shared = cache.parents[1]
+    shared.mkdir()
+    shared.chmod(0o777)  # not sticky: anyone may put a folder of theirs as ours in it
+    with pytest.raises(UnsafeKernelDirectory, match=f"^numba-hip's device-library cache {cache} lies in {shared}, "
+                                                    "which other users can write .mode 777.; .*: set TMPDIR to a "
+                                                    "folder of your own, or NUMBA_HIP_USE_DEVICE_LIB_CACHE=0$"):
+        open_runtime(ROC)
+    monkeypatch.setenv("NUMBA_HIP_USE_DEVICE_LIB_CACHE", "0")  # numba-hip then neither reads nor writes it
+    with pytest.raises(RuntimeUnavailable, match="no numba-hip here"):
+        open_runtime(ROC)
+    assert len(modes) == 1  # the refused runtime did not import numba.hip
 
 
 def test_a_tuner_backend_variable_naming_no_backend_is_refused_by_name(monkeypatch):

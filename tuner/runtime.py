@@ -129,7 +129,8 @@ def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
     """The runtime for `backend`: the simulator if asked for (or NUMBA_ENABLE_CUDASIM=1), else
     the GPU. Raises NoGPU when there is none, RuntimeUnavailable when Numba's module is missing,
     UnsafeKernelDirectory before Numba's GPU module loads (a driver, a memory manager) where the
-    Numba configuration file in the current directory is unsafe (kernel.check_numba_config), and
+    Numba configuration file in the current directory is unsafe (kernel.check_numba_config) or a
+    folder the module reads compiled code back from is not private (Backend.check_caches), and
     RuntimeUnavailable where that file turns the simulator on in place of the GPU."""
     loaded = sys.modules.get("numba.cuda")
     if simulate or simulator.enabled():
@@ -147,6 +148,7 @@ def open_runtime(backend: Backend, simulate: bool = False) -> Runtime:
     from .kernel import check_numba_config  # here, not above: tuner.kernel imports this module
 
     check_numba_config()
+    backend.check_caches()
     try:
         module = backend.load()
     except Exception as error:  # numba-hip's import also fails on missing clang or ROCm headers

@@ -75,6 +75,11 @@ class Backend:
             raise NoDevice(f"the {self.name} driver reports no device")
         return devices.value
 
+    def check_caches(self) -> None:
+        """Before its module loads: UnsafeKernelDirectory, saying what to do, where a folder that the
+        module reads compiled code back from, other than Numba's cache of the kernels (which
+        tuner.kernel checks), is not private. numba-cuda keeps none."""
+
     def load(self) -> ModuleType:
         """The backend's Numba module, imported."""
         return importlib.import_module(f"numba.{self.module}")

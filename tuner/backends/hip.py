@@ -1,5 +1,8 @@
 """numba-hip on AMD GPUs: the limits, features and device description of the ROC backend."""
+import contextlib
 import os
+import tempfile
+from pathlib import Path
 from types import ModuleType
 
 from ..devices import Device, code_hashes, software
@@ -27,6 +30,20 @@ class HipBackend(Backend):
             return [os.environ["NUMBA_HIP_RUNTIME"]]
         rocm = os.environ.get("ROCM_PATH", "/opt/rocm")
         return ["libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", f"{rocm}/lib/libamdhip64.so"]
+
+    def check_caches(self) -> None:
+        """numba-hip caches the device library it links into every kernel, LLVM bitcode, in
+        $TMPDIR/numba/hip/uid_<uid> (numba/hip/util/fscache.py), which it creates when imported and
+        reads back whoever wrote it, unless NUMBA_HIP_USE_DEVICE_LIB_CACHE=0: that folder must be
+        private, and is created with mode 700 if new."""
+        from ..kernel import private_dir  # here, not above: tuner.kernel imports this package
+
+        with contextlib.suppress(ValueError):  # a value int() refuses, on which numba-hip fails to import
+            if not int(os.environ.get("NUMBA_HIP_USE_DEVICE_LIB_CACHE", 1)):
+                return
+        private_dir(Path(tempfile.gettempdir(), "numba", "hip", f"uid_{os.getuid()}"),
+                    "set TMPDIR to a folder of your own, or NUMBA_HIP_USE_DEVICE_LIB_CACHE=0",
+                    "numba-hip's device-library cache")
 
     def describe(self, module: ModuleType) -> Device:
         """The arch is numba-hip's amdgpu_arch, the one it compiles for: the bare gfx name unless
