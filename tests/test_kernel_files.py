@@ -316,6 +316,26 @@ def test_a_current_directory_where_others_could_put_a_numba_config_file_is_refus
         write_source(source, directory)
 
 
+@pytest.mark.parametrize("where", ["environment", "file"])
+def test_a_numba_configuration_that_forces_a_compute_capability_is_refused(kernels, monkeypatch, tmp_path, where):
+    """Numba would compile for it in place of the GPU's and cache the kernels under the GPU's compute
+    capability, where later runs without it would load them."""
+    directory, path, source = kernels
+    if where == "file":
+        (tmp_path / ".numba_config.yaml").write_text("force_cuda_cc: '8.0'\n")
+    else:
+        monkeypatch.setenv("NUMBA_FORCE_CUDA_CC", "8.0")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UnsafeKernelDirectory, match=f"^Numba's configuration sets FORCE_CUDA_CC .NUMBA_FORCE_CUDA_CC, "
+                                                    f"or force_cuda_cc in {tmp_path / '.numba_config.yaml'}.*; "
+                                                    "unset it$"):
+        write_source(source, directory)
+    assert not path.exists()
+    monkeypatch.delenv("NUMBA_FORCE_CUDA_CC", raising=False)
+    (tmp_path / ".numba_config.yaml").unlink(missing_ok=True)
+    assert write_source(source, directory).read_text() == source  # unset: Numba's configuration is read again
+
+
 def test_a_gpu_runtime_is_not_opened_where_the_numba_config_file_names_code_to_load(monkeypatch, tmp_path):
     (tmp_path / ".numba_config.yaml").write_text("cuda_driver: ./libcuda.so\n")  # dlopened at the driver's first use
     monkeypatch.chdir(tmp_path)

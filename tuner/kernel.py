@@ -41,7 +41,7 @@ class KernelFileWarning(UserWarning):
 
 class UnsafeKernelDirectory(OSError):
     """The kernel directory, or the Numba configuration file beside this process, cannot be trusted
-    or written; the message says what to do."""
+    or written, or Numba's configuration would compile for another GPU; the message says what to do."""
 
 
 def kernel_dir(cache_root: Path | None = None) -> Path:
@@ -192,13 +192,19 @@ def _numba_cache_dir(directory: Path) -> Path:
     .numba_config.yaml in the current directory, which Numba reads too), else the `__pycache__`
     beside the files. numba-cuda keeps a configuration of its own beside Numba's; both are read
     again, as their compilers read them before each compile, and each one set is checked, once
-    the configuration file is (check_numba_config)."""
+    the configuration file is (check_numba_config). One that sets FORCE_CUDA_CC is refused: Numba
+    would compile for that compute capability, not the GPU's, and cache the kernels as the GPU's."""
     check_numba_config()
     chosen = []
     for name in ("numba.cuda.core.config", "numba.core.config"):
         with contextlib.suppress(ImportError):
             config = importlib.import_module(name)
             config.reload_config()
+            if config.FORCE_CUDA_CC:
+                raise UnsafeKernelDirectory(
+                    f"Numba's configuration sets FORCE_CUDA_CC (NUMBA_FORCE_CUDA_CC, or force_cuda_cc in "
+                    f"{Path.cwd() / _NUMBA_CONFIG}), so Numba would compile the kernels for that compute "
+                    "capability, not the GPU's, and cache them as the GPU's; unset it")
             if config.CACHE_DIR:
                 chosen.append(private_dir(Path(config.CACHE_DIR), _OWN_NUMBA_CACHE, "Numba's cache directory"))
     return chosen[0] if chosen else private_dir(directory / "__pycache__")
