@@ -200,7 +200,7 @@ def _numba_cache_dir(directory: Path) -> Path:
         with contextlib.suppress(ImportError):
             config = importlib.import_module(name)
             config.reload_config()
-            if config.FORCE_CUDA_CC:
+            if getattr(config, "FORCE_CUDA_CC", None):  # numba's own config may drop its CUDA settings
                 raise UnsafeKernelDirectory(
                     f"Numba's configuration sets FORCE_CUDA_CC (NUMBA_FORCE_CUDA_CC, or force_cuda_cc in "
                     f"{Path.cwd() / _NUMBA_CONFIG}), so Numba would compile the kernels for that compute "
