@@ -430,3 +430,48 @@ def test_a_suggestion_a_regenerate_asked_for_by_mistake_is_given_back_at_once(tm
     this.run(2, None, warm=False, compile_workers=1, from_queue=QUICK[:2])
     mistaken = this.study.trials[asked[-1].number]
     assert len(asked) == 2 and mistaken.user_attrs.get("kind") == "surplus", mistaken
+
+
+RETUNED = Problem(16, 16, 32)
+
+
+def _regenerate_in_turn(root, out: str, first: bool, begun, finished, start) -> None:
+    """A regenerate of PROBLEM (current) and RETUNED (to re-tune), its changes' actions kept in
+    root/out: the first says when it begins re-tuning RETUNED and when it has finished; the second
+    starts then, and goes on from PROBLEM to RETUNED only once the first has finished."""
+    from tuner.record import file_stem
+    from tuner.regenerate import regenerate
+    from tuner.runtime import open_runtime
+
+    start.wait()
+    if not first:
+        begun.wait(300)
+
+    def said(line: str) -> None:
+        if line.startswith(f"{file_stem(RETUNED)}: re-tuning"):
+            begun.set()
+
+    def done(change) -> None:
+        if not first and change.problem == PROBLEM:
+            finished.wait(300)
+
+    changes = regenerate(open_runtime(tuner.backends.CUDA, simulate=True), root, trials=2, say=said, done=done)
+    (root / out).write_text(" ".join(change.action for change in changes))
+    if first:
+        finished.set()
+
+
+def test_a_regenerate_finds_current_a_product_another_finished_since_it_began(tmp_path):
+    """The second began while the first re-tuned RETUNED (its study marked, its record partial or
+    none): it read both again on reaching it, rather than re-tuning it once more."""
+    import multiprocessing
+
+    cache.write_record(cache.record_path(tmp_path, HERE.slug, PROBLEM.key), make_record(HERE, PROBLEM, [(SMALL, 2.0)]))
+    cache.write_record(cache.record_path(tmp_path, H100.slug, RETUNED.key), make_record(H100, RETUNED, [(SMALL, 9e3)]))
+    context = multiprocessing.get_context("spawn")
+    begun, finished = context.Event(), context.Event()
+    run_at_once(_regenerate_in_turn, [(tmp_path, "first", True, begun, finished),
+                                      (tmp_path, "second", False, begun, finished)])
+    assert (tmp_path / "first").read_text() == "current re-tuned"
+    assert (tmp_path / "second").read_text() == "current current"
+    assert len(_measured(tmp_path, RETUNED)) == 2

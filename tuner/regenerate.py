@@ -13,11 +13,12 @@ Both go through a study of the new fingerprint, measured by its Search.run as `t
 measures (compile workers included), so a later `tuner search` continues from them.
 That study is marked while its product is regenerated, so that a run stopped halfway (Ctrl-C, a
 kill) is finished by the next one, although it may have written a record of this fingerprint.
+The mark and that record are read again as each product comes up: a product that another
+regenerate finished meanwhile is current, one it is regenerating is joined.
 """
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import optuna
 
 from . import cache
 from .devices import software_changes
@@ -58,28 +59,30 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, comp
     catalog = cache.Catalog.read(root)
     for error in catalog.skipped:
         say(f"skipping {error}")
-    known: dict[Problem, list[Record]] = {}
+    known: dict[Problem, list[cache.Stored]] = {}
     for stored in catalog.select(backend=runtime.backend.name):
         found = stored.record
         if found.device.simulated and not runtime.simulated:
             continue  # the simulator's products are no GPU's
         if stored.shipped and found.device.model != device.model:
             continue  # shipped for another GPU model: tuner search tunes it here if it is wanted
-        known.setdefault(found.problem, []).append(found)
-    changes, stopped = [], _stopped_halfway(runtime, root)
+        known.setdefault(found.problem, []).append(stored)
+    changes, marked = [], _Marks(root / "studies" / f"{device.slug}.journal")
     for problem in sorted(known, key=lambda problem: problem.key):
-        changes.append(_bring_up_to_date(runtime, root, problem, known[problem], stopped, trials, seed,
+        changes.append(_bring_up_to_date(runtime, root, problem, known[problem], marked, trials, seed,
                                          compile_workers, say))
         if done:
             done(changes[-1])
     return changes
 
 
-def _bring_up_to_date(runtime: Runtime, root: Path, problem: Problem, records: list[Record], stopped: set[str],
+def _bring_up_to_date(runtime: Runtime, root: Path, problem: Problem, stored: list[cache.Stored], marked: "_Marks",
                       trials: int, seed: int, workers: int, say) -> Change:
     """One product's regeneration, from its records: current, skipped, or regenerated."""
+    regenerating = marked(study_name(runtime, problem))  # read first: a regenerate clears it after its last record
+    records = _records_now(root, runtime, problem, stored)
     current = [found for found in records if found.fingerprint == runtime.device.fingerprint]
-    if any(found.valid_configs() for found in current) and study_name(runtime, problem) not in stopped:
+    if any(found.valid_configs() for found in current) and not regenerating:
         return Change(problem, "current")
     refusal = runtime.refuses(problem) or runtime.lacks(PRECISIONS[problem.dtype])
     if refusal:
@@ -91,15 +94,34 @@ def _bring_up_to_date(runtime: Runtime, root: Path, problem: Problem, records: l
     return change
 
 
-def _stopped_halfway(runtime: Runtime, root: Path) -> set[str]:
-    """The studies of this device whose regeneration was stopped before it finished: those still
-    marked, read in one pass over the device's journal."""
-    journal = root / "studies" / f"{runtime.device.slug}.journal"
-    if not journal.is_file():
-        return set()
-    return {summary.study_name for summary in optuna.get_all_study_summaries(open_storage(str(journal)),
-                                                                             include_best_trial=False)
-            if summary.user_attrs.get(REGENERATING)}
+class _Marks:
+    """Whether a study of this device is marked as regenerating now (stopped halfway, or under way in
+    another process), read from one storage of the device's journal, opened once the journal exists,
+    which reads at each question only what was appended since."""
+
+    def __init__(self, journal: Path):
+        self.journal, self.storage = journal, None
+
+    def __call__(self, name: str) -> bool:
+        if self.storage is None:
+            if not self.journal.is_file():
+                return False
+            self.storage = open_storage(str(self.journal))
+        try:
+            study = self.storage.get_study_id_from_name(name)
+        except KeyError:
+            return False
+        return bool(self.storage.get_study_user_attrs(study).get(REGENERATING))
+
+
+def _records_now(root: Path, runtime: Runtime, problem: Problem, stored: list[cache.Stored]) -> list[Record]:
+    """The product's records, with this device's in the cache read again: another process (a
+    regenerate, a search) may have written it since the catalog was read."""
+    path = cache.record_path(root, runtime.device.slug, file_stem(problem))
+    records = [found.record for found in stored if found.path != path]
+    with contextlib.suppress(cache.CacheError):
+        records.append(cache.read_record(path))
+    return records
 
 
 def _regenerate_one(search: Search, records: list[Record], current: list[Record], trials: int, workers: int,
