@@ -16,9 +16,11 @@ from tuner import cache, compile_ahead
 from tuner.backends import CUDA
 from tuner.compile_ahead import CompilePool
 from tuner.config import Config
+from tuner.launch import python_module
 from tuner.problem import Problem
 from tuner.runtime import open_runtime
 from tuner.search import Search
+from tuner.stopping import PARENT
 
 SMALL = Config(block_m=32, block_n=32, thread_m=2, thread_n=2)
 
@@ -55,6 +57,16 @@ def test_a_worker_imports_this_tuner_not_one_planted_in_the_current_directory(tm
         pool.submit("bad", {**SMALL.as_dict(), "block_m": 24})
         assert "InvalidConfig: block_m=24" in pool.result("bad").error
     assert not (tmp_path / "planted-ran").exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers follow their parent through Linux's prctl")
+def test_a_worker_whose_parent_died_before_it_could_follow_it_dies_of_sigterm_quietly(tmp_path):
+    """As of the SIGTERM a parent's death sends it, which it leaves to the system (it raised
+    Terminated instead: a traceback, exit status 1)."""
+    done = subprocess.run([*python_module("tuner.compile_ahead"), "cuda", "float32", str(tmp_path), "ptx", "matmul"],
+                          env={**os.environ, PARENT: str(os.getppid())}, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (-signal.SIGTERM, "")
 
 
 @pytest.mark.parametrize("fault, reason", [(signal.SIGKILL, "the compile worker died (killed by SIGKILL, likely out "

@@ -19,6 +19,7 @@ from tuner.cli import search as search_command
 from tuner.cli.search import worker_command
 from tuner.launch import python_module
 from tuner.runtime import NoGPU
+from tuner.stopping import PARENT
 from tuner.workers import pinned_environment
 
 SMALL = ["--shape", "16", "16", "16"]
@@ -299,3 +300,11 @@ def test_workers_stop_when_their_parent_is_killed(tmp_path):
             time.sleep(0.2)
         assert _workers_of(root) == []
         assert [t.number for t in _study(root, None).trials if t.state.name == "RUNNING"] == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers follow their parent through Linux's prctl")
+def test_a_worker_whose_parent_died_before_it_could_follow_it_stops_as_at_its_sigterm(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL,
+                           "--trials", "1", "--cache-dir", str(tmp_path)],
+                          env={**os.environ, PARENT: str(os.getppid())}, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (143, "", "tuner search: terminated (SIGTERM)\n")

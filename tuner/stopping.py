@@ -94,7 +94,8 @@ def shielded():
 
 def follow_parent() -> None:
     """In a worker started with $TUNER_PARENT_PID: get SIGTERM when the parent dies (Linux's
-    prctl), and stop at once if it died before this process could ask. Its parent stops it with
+    prctl), and at once if it died before this process could ask, taken as that SIGTERM is: a
+    compile worker, which leaves it to the system, dies of it quietly. Its parent stops it with
     one SIGINT, which stops it once too, as a SIGTERM taken once does, even where SIGINT was
     ignored (a shell's background job): in its own session, only its parent sends one."""
     parent = os.environ.get(PARENT)
@@ -106,4 +107,4 @@ def follow_parent() -> None:
         return
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != int(parent):
-        raise Terminated
+        signal.raise_signal(signal.SIGTERM)
