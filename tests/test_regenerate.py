@@ -202,7 +202,8 @@ def test_a_current_record_with_no_valid_configuration_is_re_tuned(tmp_path, caps
                        make_record(HERE, PROBLEM, [(TOO_MANY_THREADS, 2.0)]))
     with pytest.warns(tuner.SkippedRecordWarning, match="run: tuner regenerate --backend cuda --simulate"):
         assert not tuner.get_kernel(16, 16, 16, cache_dir=tmp_path).tuned
-    assert _regenerate(tmp_path, "--trials", "1") == 0
+    with pytest.warns(UserWarning, match="this study's record of float32-16x16x16 replaces the cache record"):
+        assert _regenerate(tmp_path, "--trials", "1") == 0
     out = capsys.readouterr().out
     assert "float32-16x16x16: re-tuned" in out and "no longer valid in this version of tuner" in out
 

@@ -358,7 +358,8 @@ def test_a_search_writes_only_what_its_study_measured(tmp_path):
     assert record.fingerprint == runtime.device.fingerprint and record.best.measurement.gflops < 1e8
     cache.write_record(path, make_record(runtime.device, PROBLEM, [(invented, 1e9), (SEED, 1e8)]))  # edited
     search = _search(tmp_path, name="another")
-    outcome = search.run(trials=3, timeout=None)
+    with pytest.warns(UserWarning, match="replaces the cache record made by study 'test'"):
+        outcome = search.run(trials=3, timeout=None)
     measured = {json.dumps(t.params, sort_keys=True): t.value for t in _measured(search)}
     ranked = list(outcome.record.ranked)
     assert [Config(**t.params) for t in _measured(search)][:2] == [invented, SEED]  # re-measured first
