@@ -11,7 +11,7 @@ import pytest
 from processes import run_at_once
 
 import tuner
-from tuner import kernel
+from tuner import kernel, simulator
 from tuner.backends import CUDA
 from tuner.kernel import KernelFileWarning, UnsafeKernelDirectory, kernel_dir, write_source
 from tuner.runtime import open_runtime
@@ -318,14 +318,17 @@ def test_a_current_directory_where_others_could_put_a_numba_config_file_is_refus
 
 @pytest.mark.parametrize("where", ["environment", "file"])
 def test_a_numba_configuration_that_forces_a_compute_capability_is_refused(kernels, monkeypatch, tmp_path, where):
-    """Numba would compile for it in place of the GPU's and cache the kernels under the GPU's compute
-    capability, where later runs without it would load them."""
+    """numba-cuda would compile for it in place of the GPU's and cache the kernels under the GPU's
+    compute capability, where later runs without it would load them; the simulator compiles for none."""
     directory, path, source = kernels
     if where == "file":
         (tmp_path / ".numba_config.yaml").write_text("force_cuda_cc: '8.0'\n")
     else:
         monkeypatch.setenv("NUMBA_FORCE_CUDA_CC", "8.0")
     monkeypatch.chdir(tmp_path)
+    assert write_source(source, directory).read_text() == source
+    path.unlink()
+    monkeypatch.setattr(simulator, "simulating", lambda: False)  # as on a GPU host
     with pytest.raises(UnsafeKernelDirectory, match=f"^Numba's configuration sets FORCE_CUDA_CC .NUMBA_FORCE_CUDA_CC, "
                                                     f"or force_cuda_cc in {tmp_path / '.numba_config.yaml'}.*; "
                                                     "unset it$"):

@@ -192,19 +192,20 @@ def _numba_cache_dir(directory: Path) -> Path:
     .numba_config.yaml in the current directory, which Numba reads too), else the `__pycache__`
     beside the files. numba-cuda keeps a configuration of its own beside Numba's; both are read
     again, as their compilers read them before each compile, and each one set is checked, once
-    the configuration file is (check_numba_config). One that sets FORCE_CUDA_CC is refused: Numba
-    would compile for that compute capability, not the GPU's, and cache the kernels as the GPU's."""
+    the configuration file is (check_numba_config). Off the simulator, numba-cuda's setting
+    FORCE_CUDA_CC is refused: it would compile for that compute capability, not the one tuner
+    compiles for, and cache the kernels as the GPU's. numba-hip never reads it."""
     check_numba_config()
     chosen = []
     for name in ("numba.cuda.core.config", "numba.core.config"):
         with contextlib.suppress(ImportError):
             config = importlib.import_module(name)
             config.reload_config()
-            if getattr(config, "FORCE_CUDA_CC", None):  # numba's own config may drop its CUDA settings
+            if name == "numba.cuda.core.config" and config.FORCE_CUDA_CC and not simulator.simulating():
                 raise UnsafeKernelDirectory(
                     f"Numba's configuration sets FORCE_CUDA_CC (NUMBA_FORCE_CUDA_CC, or force_cuda_cc in "
-                    f"{Path.cwd() / _NUMBA_CONFIG}), so Numba would compile the kernels for that compute "
-                    "capability, not the GPU's, and cache them as the GPU's; unset it")
+                    f"{Path.cwd() / _NUMBA_CONFIG}), so numba-cuda would compile the kernels for that compute "
+                    "capability, not the one tuner compiles for, and cache them as the GPU's; unset it")
             if config.CACHE_DIR:
                 chosen.append(private_dir(Path(config.CACHE_DIR), _OWN_NUMBA_CACHE, "Numba's cache directory"))
     return chosen[0] if chosen else private_dir(directory / "__pycache__")
