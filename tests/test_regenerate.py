@@ -476,3 +476,49 @@ def test_a_regenerate_finds_current_a_product_another_finished_since_it_began(tm
     assert (tmp_path / "first").read_text() == "current re-tuned"
     assert (tmp_path / "second").read_text() == "current current"
     assert len(_measured(tmp_path, RETUNED)) == 2
+
+
+def test_a_line_torn_in_the_journal_after_regenerate_opened_it_is_repaired_not_fatal(tmp_path):
+    """A writer killed mid-append tore a line, and another, which had the journal open, appended
+    after it (its first line joining the torn one): the marks' storage, opened before, could not
+    read on, and the regenerate ended there; opened again, the journal is repaired."""
+    import optuna
+
+    from tuner.regenerate import REGENERATING, _Marks
+    from tuner.storage import open_storage
+
+    journal = tmp_path / "device.journal"
+    optuna.create_study(study_name="a", storage=open_storage(str(journal)))
+    marked = _Marks(journal)
+    assert not marked("a")
+    mark = json.dumps({"op_code": 2, "worker_id": "w", "study_id": 0, "user_attr": {REGENERATING: True}})
+    with open(journal, "a") as appended:
+        appended.write('{"op_code": 2, "worker_id": "killed", "stu' + f"{mark}\n{mark}\n")
+    with pytest.warns(UserWarning, match="had 42 torn bytes"):
+        assert marked("a")
+
+
+def test_a_regenerate_that_joins_one_which_finishes_as_it_opens_the_study_finds_the_product_current(
+        tmp_path, monkeypatch, capsys):
+    """It found the product marked and its record missing, so it re-verified (or re-tuned: a whole
+    new budget, the finished one's cleared) what the other had just done."""
+    import tuner.regenerate
+    from tuner.regenerate import REGENERATING
+    from tuner.runtime import open_runtime
+    from tuner.search import Search
+
+    cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0)]))
+    Search(open_runtime(tuner.backends.CUDA, simulate=True), PROBLEM, root=tmp_path).study.set_user_attr(
+        REGENERATING, True)
+
+    def opened_as_the_other_finishes(*args, **kwargs):
+        search = Search(*args, **kwargs)
+        cache.write_record(cache.record_path(tmp_path, HERE.slug, PROBLEM.key),
+                           make_record(HERE, PROBLEM, [(SMALL, 2.0)]))
+        search.study.set_user_attr(REGENERATING, False)
+        return search
+
+    monkeypatch.setattr(tuner.regenerate, "Search", opened_as_the_other_finishes)
+    assert _regenerate(tmp_path) == 0
+    assert "float32-16x16x16: current" in capsys.readouterr().out and not _measured(tmp_path)

@@ -80,14 +80,17 @@ def _bring_up_to_date(runtime: Runtime, root: Path, problem: Problem, stored: li
                       trials: int, seed: int, workers: int, say) -> Change:
     """One product's regeneration, from its records: current, skipped, or regenerated."""
     regenerating = marked(study_name(runtime, problem))  # read first: a regenerate clears it after its last record
-    records = _records_now(root, runtime, problem, stored)
-    current = [found for found in records if found.fingerprint == runtime.device.fingerprint]
-    if any(found.valid_configs() for found in current) and not regenerating:
+    records, current = _records_now(root, runtime, problem, stored)
+    if _serves(current) and not regenerating:
         return Change(problem, "current")
     refusal = runtime.refuses(problem) or runtime.lacks(PRECISIONS[problem.dtype])
     if refusal:
         return Change(problem, "skipped", [refusal])
     search = Search(runtime, problem, root=root, seed=seed)
+    if regenerating and not search.study.user_attrs.get(REGENERATING):  # finished by another while opened here
+        records, current = _records_now(root, runtime, problem, stored)
+        if _serves(current):
+            return Change(problem, "current")
     search.study.set_user_attr(REGENERATING, True)
     change = _regenerate_one(search, records, current, trials, workers, say)
     search.study.set_user_attr(REGENERATING, False)
@@ -103,9 +106,16 @@ class _Marks:
         self.journal, self.storage = journal, None
 
     def __call__(self, name: str) -> bool:
+        if not self.journal.is_file():
+            return False
+        try:
+            return self._read(name)
+        except ValueError:  # a line torn since it was opened (a writer killed mid-append): opening repairs it
+            self.storage = None
+            return self._read(name)
+
+    def _read(self, name: str) -> bool:
         if self.storage is None:
-            if not self.journal.is_file():
-                return False
             self.storage = open_storage(str(self.journal))
         try:
             study = self.storage.get_study_id_from_name(name)
@@ -114,14 +124,21 @@ class _Marks:
         return bool(self.storage.get_study_user_attrs(study).get(REGENERATING))
 
 
-def _records_now(root: Path, runtime: Runtime, problem: Problem, stored: list[cache.Stored]) -> list[Record]:
-    """The product's records, with this device's in the cache read again: another process (a
-    regenerate, a search) may have written it since the catalog was read."""
+def _records_now(root: Path, runtime: Runtime, problem: Problem,
+                 stored: list[cache.Stored]) -> tuple[list[Record], list[Record]]:
+    """The product's records, with this device's in the cache read again (another process, a
+    regenerate or a search, may have written it since the catalog was read), and those of them of
+    this device's fingerprint."""
     path = cache.record_path(root, runtime.device.slug, file_stem(problem))
     records = [found.record for found in stored if found.path != path]
     with contextlib.suppress(cache.CacheError):
         records.append(cache.read_record(path))
-    return records
+    return records, [found for found in records if found.fingerprint == runtime.device.fingerprint]
+
+
+def _serves(current: list[Record]) -> bool:
+    """Whether a record of this fingerprint holds a configuration valid in this version's space."""
+    return any(found.valid_configs() for found in current)
 
 
 def _regenerate_one(search: Search, records: list[Record], current: list[Record], trials: int, workers: int,
@@ -139,7 +156,7 @@ def _regenerate_one(search: Search, records: list[Record], current: list[Record]
         if passed:
             return Change(problem, "re-verified", details)
         details.append("none passes now")
-    if current and not any(found.valid_configs() for found in current):
+    if current and not _serves(current):
         details.append("the configurations recorded for this device are no longer valid in this version of tuner")
     before = [found for found in records if found not in current]  # a stopped re-tune's own record is no "before"
     tuned_on = ", ".join(sorted({found.device.name for found in before})) or "this device"
