@@ -7,8 +7,8 @@ before each use, and a file that differs (edited, planted, a symbolic link, anot
 replaced, never run. A file is written under a lock of its own (matmul_<hash>.lock), so the next
 writer removes the temporary file of one killed mid-write. The directory, and the `__pycache__`
 beside the files where Numba keeps its compiled kernels, must be writable by this user alone, and
-a .numba_config.yaml in the current directory may name no code for Numba to load (see
-docs/security.md).
+a .numba_config.yaml in the current directory may name no code for Numba to load; where
+numba-cuda compiles (not on the simulator), FORCE_CUDA_CC is refused too (see docs/security.md).
 """
 import contextlib
 import grp

@@ -4,8 +4,9 @@ Every product tuned before on a GPU of this backend, in the user's cache, or shi
 model, is brought to the current device's fingerprint (a product tuned only on the simulator is
 left to it; one shipped only for other GPU models is for `tuner search` to tune here):
 - a record of this fingerprint is current and is left alone;
-- a record of this GPU model under other software (driver, runtime, Numba, templates) has its
-  configurations re-rendered from the installed templates, re-verified and re-timed;
+- a record of this GPU model under other software (driver, runtime, Numba, compilers, templates,
+  verification code) has its configurations re-rendered from the installed templates, re-verified
+  and re-timed, taken from the study's queue alone (no variant the sampler suggests);
 - a product tuned only on other GPUs, or whose configurations all fail now, is re-tuned,
   warm-started from the other GPUs' best configurations;
 - a product too large for the device, or of a precision it lacks, is skipped.

@@ -3,10 +3,12 @@
 The kernel is compiled to PTX by numba.cuda.compile_ptx, then assembled by ptxas -v, which
 reports registers per thread, stack frame, spill bytes and shared memory; a tensor-core kernel is
 compiled to LTO-IR and linked with the mma wrappers by nvJitLink instead (tuner/mma.py), whose log
-reports the same. Where nvdisasm is installed, the SASS gives the share of multiply-adds (FFMA,
-DFMA, or HMMA on the tensor cores) among the instructions one interior k-tile issues
-(tuner/sass.py): for FFMA/DFMA, the kernel's static ceiling as a fraction of the FP32 (FP64)
-peak; for HMMA, a count only (one HMMA keeps the tensor pipe busy for several cycles).
+reports the same. The files go to a scratch folder of the kernel directory (disk.scratch_folder),
+and a ptxas or nvdisasm that cannot run counts as a missing one. Where nvdisasm is installed, the
+SASS gives the share of multiply-adds (FFMA, DFMA, or HMMA on the tensor cores) among the
+instructions one interior k-tile issues (tuner/sass.py): for FFMA/DFMA, the kernel's static
+ceiling as a fraction of the FP32 (FP64) peak; for HMMA, a count only (one HMMA keeps the tensor
+pipe busy for several cycles).
 """
 import importlib.util
 import re

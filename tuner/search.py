@@ -1,6 +1,8 @@
 """The Optuna study: suggest configurations, measure the valid new ones, keep the best in the cache.
 
-Every suggestion becomes a finished trial, told as trials.py says. With compile workers,
+Every suggestion becomes a finished trial, told as trials.py says; a measurement that a record
+would refuse is a failed variant ('implausible'), and a complete trial that does not count (one
+left out as not the tuner's) steers neither the budget nor the local sampler. With compile workers,
 suggestions are asked ahead and compiled while earlier ones are measured (compile_ahead.py). The
 study lives in persistent storage, so the same command resumes it, and several workers can share
 it (see storage.py); the cache record is rewritten after every measurement.

@@ -1,5 +1,5 @@
 """How a search process stops: Ctrl-C and SIGTERM alike keep what was measured, neither cuts a write
-in half, and a worker of `--devices` stops when its parent dies."""
+in half, and a worker (of `--devices`, or a compile worker) stops when its parent dies."""
 import atexit
 import contextlib
 import ctypes
