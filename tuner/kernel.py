@@ -192,9 +192,10 @@ def _numba_cache_dir(directory: Path) -> Path:
     .numba_config.yaml in the current directory, which Numba reads too), else the `__pycache__`
     beside the files. numba-cuda keeps a configuration of its own beside Numba's; both are read
     again, as their compilers read them before each compile, and each one set is checked, once
-    the configuration file is (check_numba_config). Off the simulator, numba-cuda's setting
-    FORCE_CUDA_CC is refused: it would compile for that compute capability, not the one tuner
-    compiles for, and cache the kernels as the GPU's. numba-hip never reads it."""
+    the configuration file is (check_numba_config). Wherever numba-cuda compiles (not in the
+    simulator's process), its setting FORCE_CUDA_CC is refused: it would compile for that compute
+    capability, not the one tuner compiles and counts for, and cache the kernels as the GPU's.
+    numba-hip never reads it."""
     check_numba_config()
     chosen = []
     for name in ("numba.cuda.core.config", "numba.core.config"):
@@ -205,7 +206,7 @@ def _numba_cache_dir(directory: Path) -> Path:
                 raise UnsafeKernelDirectory(
                     f"Numba's configuration sets FORCE_CUDA_CC (NUMBA_FORCE_CUDA_CC, or force_cuda_cc in "
                     f"{Path.cwd() / _NUMBA_CONFIG}), so numba-cuda would compile the kernels for that compute "
-                    "capability, not the one tuner compiles for, and cache them as the GPU's; unset it")
+                    "capability, not the one tuner compiles and counts them for; unset it")
             if config.CACHE_DIR:
                 chosen.append(private_dir(Path(config.CACHE_DIR), _OWN_NUMBA_CACHE, "Numba's cache directory"))
     return chosen[0] if chosen else private_dir(directory / "__pycache__")
