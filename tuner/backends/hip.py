@@ -1,4 +1,4 @@
-"""numba-hip on AMD GPUs: the limits, features and device description of the ROC backend."""
+"""numba-hip on AMD GPUs: the ROC backend's limits, features, driver probe, cache check and device description."""
 import contextlib
 import os
 import tempfile
