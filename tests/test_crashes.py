@@ -7,6 +7,7 @@ import sys
 import time
 
 import optuna
+import pytest
 
 from tuner import cache
 
@@ -29,6 +30,7 @@ def _measured(root) -> dict[int, tuple[dict, float]]:
             if t.state.name == "COMPLETE" and t.user_attrs.get("kind") == "measured"}
 
 
+@pytest.mark.slow  # one kill: test_commands.py's test_a_killed_search_loses_no_completed_trial_and_resumes
 def test_twenty_sigkills_at_random_moments_lose_nothing(tmp_path):
     moments = random.Random(8)
     seen: dict[int, tuple[dict, float]] = {}
