@@ -178,9 +178,14 @@ def test_bad_records_are_skipped_with_a_warning_naming_the_file(cache_dir):
     assert kernel.tuned and kernel.record == good and not (cache_dir / "pwned").exists()
 
 
-def test_an_unsupported_dtype_is_a_clear_error(cache_dir):
-    with pytest.raises(ValueError, match="dtype 'int8' is not a precision tuner knows; choose one of: float32"):
-        tuner.get_kernel(4, 4, 4, "int8")
+def test_an_unsupported_dtype_is_a_type_error_from_get_kernel_as_from_matmul(cache_dir):
+    """As NumPy's linalg and CuPy's cuBLAS wrappers refuse a dtype they lack."""
+    for dtype in ("int8", np.int32, "bogus"):
+        with pytest.raises(TypeError, match="is not a precision tuner knows; choose one of: float32") as error:
+            tuner.get_kernel(4, 4, 4, dtype)
+        assert "\n" not in str(error.value)
+    with pytest.raises(TypeError, match="int8 matrices are not supported on cuda; use one of float32"):
+        tuner.matmul(np.ones((4, 4), np.int8), np.ones((4, 4), np.int8))
 
 
 @pytest.mark.parametrize("backend", BACKENDS.values(), ids=BACKENDS)

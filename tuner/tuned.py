@@ -28,7 +28,7 @@ from .kernel import Kernel, kernel_dir, load
 from .measure import verify_config
 from .problem import Problem
 from .runtime import NoGPU, Runtime, detect_runtime
-from .space import Space
+from .space import InvalidConfig, Space
 
 
 # Products whose kernel choice is remembered; a program of many shapes recomputes the oldest.
@@ -260,7 +260,10 @@ def get_kernel(m: int, n: int, k: int, dtype: str = "float32", *, backend: str |
     dtype = _dtype_name(dtype)
     m, n, k = (int(size) if isinstance(size, numbers.Integral) and not isinstance(size, bool) else size
                for size in (m, n, k))  # NumPy's integers too; Problem refuses the rest in one line
-    space = Space.of(library.runtime.backend, dtype)  # a clear error for a dtype the backend lacks
+    try:
+        space = Space.of(library.runtime.backend, dtype)
+    except InvalidConfig as error:  # a dtype the backend lacks: a TypeError, as tuner.matmul's and NumPy's
+        raise TypeError(str(error)) from None
     lacks = library.runtime.lacks(space.precision)
     if lacks:
         raise TypeError(lacks)
