@@ -206,7 +206,8 @@ def _real(name: str, scalar):
     if isinstance(scalar, (np.ndarray, np.generic)) and scalar.ndim == 0 and scalar.dtype.kind in "biuf":
         return scalar[()]
     if not isinstance(scalar, numbers.Real):
-        raise TypeError(f"{name} must be a real number, not {type(scalar).__name__}")
+        what = f"a {scalar.ndim}-D {scalar.dtype} array" if isinstance(scalar, np.ndarray) else type(scalar).__name__
+        raise TypeError(f"{name} must be a real number, not {what}")
     return scalar
 
 
