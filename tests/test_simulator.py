@@ -168,16 +168,17 @@ def test_the_error_check_can_fail():
     assert not _relative_error(wrong, reference) < TOLERANCE["float32"]
 
 
-@pytest.mark.parametrize("a_shape, b_shape, c_shape, dtype, message", [
-    ((20, 19), (20, 20), (20, 20), np.float32, "shapes do not chain"),
-    ((20, 20), (20, 20), (20, 21), np.float32, "shapes do not chain"),
-    ((20, 20, 1), (20, 20), (20, 20), np.float32, "A must be 2-D"),
-    ((20, 20), (20, 20), (20, 20), np.float64, "must be float32"),
+@pytest.mark.parametrize("a_shape, b_shape, c_shape, dtype, error, message", [
+    ((20, 19), (20, 20), (20, 20), np.float32, ValueError, "shapes do not chain"),
+    ((20, 20), (20, 20), (20, 21), np.float32, ValueError, "shapes do not chain"),
+    ((20, 20, 1), (20, 20), (20, 20), np.float32, ValueError, "A must be 2-D"),
+    ((20, 20), (20, 20), (20, 20), np.float64, TypeError, "A must be float32 for this float32 kernel, not float64"),
 ])
-def test_operands_that_would_read_out_of_bounds_are_refused(a_shape, b_shape, c_shape, dtype, message):
+def test_operands_that_would_read_out_of_bounds_are_refused(a_shape, b_shape, c_shape, dtype, error, message):
+    """A wrong dtype is a TypeError, as tuner.matmul's for an out of the wrong dtype."""
     kernel = load(Space.of(CUDA, "float32"), Config())
     a, b = np.ones(a_shape, dtype), np.ones(b_shape, np.float32)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         kernel(a, b, np.zeros(c_shape, np.float32))
 
 

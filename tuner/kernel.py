@@ -361,10 +361,11 @@ class Kernel:
         return self.function.compile(self.space.family.signature(self.space.precision))
 
     def check_operands(self, A, B, C) -> None:
-        """ValueError unless A, B and C have the dimensions, shapes and dtypes of one product of
-        this kernel's family, and C shares no memory with A or B (TypeError for what is not an
-        array). The kernel takes the sizes from C and A; anything else would read out of bounds,
-        and a C over an operand would be read after it was overwritten."""
+        """ValueError unless A, B and C have the dimensions and shapes of one product of this
+        kernel's family, and C shares no memory with A or B; TypeError for what is not an array or
+        not of the kernel's dtypes, as tuner.matmul. The kernel takes the sizes from C and A;
+        anything else would read out of bounds, and a C over an operand would be read after it was
+        overwritten."""
         precision, family = self.space.precision, self.space.family
         for name, array, dtype in (("A", A, precision.input), ("B", B, precision.input), ("C", C, precision.output)):
             if not (hasattr(array, "shape") and hasattr(array, "dtype")):
@@ -372,7 +373,7 @@ class Kernel:
             if len(array.shape) != family.operand_dims:
                 raise ValueError(f"{name} must be {family.operand_dims}-D, not {len(array.shape)}-D")
             if np.dtype(array.dtype) != np.dtype(dtype):
-                raise ValueError(f"{name} must be {dtype} for this {precision.name} kernel, not {array.dtype}")
+                raise TypeError(f"{name} must be {dtype} for this {precision.name} kernel, not {array.dtype}")
         try:
             _, c_shape = family.sizes(tuple(A.shape), tuple(B.shape))
         except ValueError:
