@@ -57,6 +57,8 @@ def parse(argv) -> argparse.Namespace:
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         taken = parser.commands[args.command]
+        # argparse has no public list of a parser's actions. Its private _actions, unchanged since
+        # argparse began, holds all, those of parents= and groups too, which an add_argument override misses.
         options = [option for action in taken._actions for option in action.option_strings]
         given = unknown[0].partition("=")[0]
         if given in options:

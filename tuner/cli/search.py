@@ -178,7 +178,7 @@ def worker_command(args, simulated: bool) -> list[str]:
     search's own options so that none is forgotten, but those in PARENT_ONLY."""
     values = {**vars(args), "simulate": simulated}
     command = [*python_module("tuner"), "search"]
-    for action in _options()._actions:
+    for action in _options()._actions:  # argparse's private list, as in cli.parse (which says why)
         value = values[action.dest]
         if action.dest in PARENT_ONLY or value is None or value is False:
             continue
