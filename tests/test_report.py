@@ -222,6 +222,8 @@ def test_failures_are_counted_by_status_and_by_rule():
               trial(kind="invalid", pruned=["error 0.25 over 1e-4"]),
               trial(kind="invalid", reasons=[], pruned=["the 8x2 register tile is elongated beyond 2:1"]),
               trial(kind="invalid", reasons=["pad=3 is for vector fragments; use pad 0 or 1"]),
+              *(trial(kind="invalid", reasons=[f"pad={pad} misaligns the vector loads; use pad 0 or 4"])
+                for pad in (1, 2)),
               trial(kind="measured", measurement={"status": "wrong", "reason": "relative error 0.5 over 1e-4"}),
               trial(kind="measured", measurement={"status": "ok", "reason": ""}),
               trial(kind="duplicate", duplicate_of=0)]
@@ -231,7 +233,8 @@ def test_failures_are_counted_by_status_and_by_rule():
                                        "pruned: error N over 1e-4": 2,
                                        "invalid: 256 threads per block": 1, "wrong: relative error 0.5 over 1e-4": 1,
                                        "pruned: the 8x2 register tile is elongated beyond 2:1": 1,
-                                       "invalid: pad=3 is for vector fragments; use pad 0 or 1": 1}
+                                       "invalid: pad=3 is for vector fragments; use pad 0 or 1": 1,
+                                       "invalid: pad=N misaligns the vector loads; use pad 0 or 4": 2}  # advice as said
 
 
 def test_a_study_of_one_variant_is_said_in_the_singular_and_drawn_without_matplotlib_warnings(tmp_path, capsys):
