@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import tuner
+from tuner import devices
 from tuner.backends import BACKENDS, CUDA, ROC, SIMULATOR_DEFAULT, NoDevice
 from tuner.kernel import UnsafeKernelDirectory
 from tuner.runtime import FLUSH_BYTES, NoGPU, Runtime, RuntimeUnavailable, driver_device_count, open_runtime
@@ -70,20 +71,44 @@ def test_roc_leaves_numba_hips_target_alone_and_describes_the_gpu_by_it(monkeypa
     device library it links into every kernel ignores. Loading leaves that variable alone, so a
     program that imported numba.hip before tuner describes its GPU as `tuner search` does."""
     monkeypatch.delenv("NUMBA_HIP_DEFAULT_ARCH_WITH_FEATURES", raising=False)
-    gpu = types.SimpleNamespace(MULTIPROCESSOR_COUNT=104, CLOCK_RATE=1_700_000, L2_CACHE_SIZE=8 << 20,
-                                amdgpu_arch="gfx90a", name="AMD Instinct MI250X / MI250")
-    memory = types.SimpleNamespace(free=60 << 30, total=64 << 30)
-    names = ("numba.hip", "numba.hip.hipdrv", "numba.hip.hipdrv.driver")
-    hip, hipdrv, driver = (types.ModuleType(name) for name in names)
-    hip.get_current_device = lambda: gpu
-    hip.current_context = lambda: types.SimpleNamespace(get_memory_info=lambda: memory)
-    hipdrv.driver, driver.get_version = driver, lambda: (6, 2)
-    for module in (hip, hipdrv, driver):
-        monkeypatch.setitem(sys.modules, module.__name__, module)
+    hip = _fake_numba_hip(monkeypatch)
     assert ROC.load() is hip and "NUMBA_HIP_DEFAULT_ARCH_WITH_FEATURES" not in os.environ
     device = ROC.describe(hip)
     assert (device.arch, device.multiprocessors, device.memory_bytes, device.runtime) == ("gfx90a", 104, 64 << 30,
                                                                                           "HIP 6.2")
+
+
+def _fake_numba_hip(monkeypatch) -> types.ModuleType:
+    """numba.hip, as far as ROC.describe reads it, on an MI250X with HIP 6.2."""
+    gpu = types.SimpleNamespace(MULTIPROCESSOR_COUNT=104, CLOCK_RATE=1_700_000, L2_CACHE_SIZE=8 << 20,
+                                amdgpu_arch="gfx90a", name="AMD Instinct MI250X / MI250")
+    memory = types.SimpleNamespace(free=60 << 30, total=64 << 30)
+    names = ("numba.hip", "numba.hip.hipdrv", "numba.hip.hipdrv.driver", "numba.hip.hipconfig")
+    hip, hipdrv, driver, hipconfig = (types.ModuleType(name) for name in names)
+    hip.get_current_device = lambda: gpu
+    hip.current_context = lambda: types.SimpleNamespace(get_memory_info=lambda: memory)
+    hipdrv.driver, driver.get_version = driver, lambda: (6, 2)
+    hip.hipdrv, hip.hipconfig, hipconfig.ENABLE_MIDEND_OPT = hipdrv, hipconfig, False
+    for module in (hip, hipdrv, driver, hipconfig):
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    return hip
+
+
+def test_a_setting_that_changes_numba_hips_kernels_changes_the_fingerprint(monkeypatch):
+    """numba-hip reads NUMBA_HIP_MIDEND_OPT once, at import, and Numba's NUMBA_CUDA_DEBUGINFO at
+    each jit; its kernels' optimisation level follows neither NUMBA_OPT nor NUMBA_HIP_OPT_LEVEL."""
+    for name in ("NUMBA_OPT", "NUMBA_CUDA_DEBUGINFO", "NUMBA_HIP_OPT_LEVEL"):
+        monkeypatch.delenv(name, raising=False)
+    hip = _fake_numba_hip(monkeypatch)
+    before = ROC.describe(hip)
+    monkeypatch.setenv("NUMBA_OPT", "0")
+    monkeypatch.setenv("NUMBA_HIP_OPT_LEVEL", "1")
+    assert ROC.describe(hip).fingerprint == before.fingerprint
+    monkeypatch.setenv("NUMBA_CUDA_DEBUGINFO", "1")
+    monkeypatch.setattr(sys.modules["numba.hip.hipconfig"], "ENABLE_MIDEND_OPT", True)
+    after = ROC.describe(hip)
+    assert after.model == before.model and devices.software_changes(before, after) == [
+        "NUMBA_CUDA_DEBUGINFO 0 -> 1", "NUMBA_HIP_MIDEND_OPT 0 -> 1"]
 
 
 @pytest.fixture

@@ -100,6 +100,39 @@ def test_another_build_of_the_compilers_numba_cuda_loads_changes_the_fingerprint
     assert devices.software_changes(before, after) == [f"{wheel} 1.0 -> 13.0.88"]
 
 
+@pytest.mark.parametrize("variable, value, change", [("NUMBA_OPT", "0", "NUMBA_OPT 3 -> 0"),
+                                                     ("NUMBA_CUDA_DEBUGINFO", "1", "NUMBA_CUDA_DEBUGINFO 0 -> 1")])
+def test_a_setting_that_changes_numba_cudas_kernels_changes_the_fingerprint(monkeypatch, variable, value, change):
+    """They change no version: a record tuned under another is verified again, the setting named."""
+    for name in ("NUMBA_OPT", "NUMBA_CUDA_DEBUGINFO"):
+        monkeypatch.delenv(name, raising=False)
+    before = _describe_gpu(monkeypatch, {})
+    monkeypatch.setenv(variable, value)
+    after = _describe_gpu(monkeypatch, {})
+    assert after.model == before.model and devices.software_changes(before, after) == [change]
+
+
+def test_numba_cudas_settings_are_kept_at_the_values_its_kernels_are_compiled_under(monkeypatch):
+    """Any NUMBA_OPT but 0 is NVVM's -opt=3; NUMBA_CUDA_ENABLE_NRT is read once, into the config."""
+    from numba.cuda.core import config
+
+    monkeypatch.delenv("NUMBA_OPT", raising=False)
+    before = _describe_gpu(monkeypatch, {})
+    monkeypatch.setenv("NUMBA_OPT", "2")
+    assert _describe_gpu(monkeypatch, {}).fingerprint == before.fingerprint
+    monkeypatch.setattr(config, "CUDA_ENABLE_NRT", True)
+    assert devices.software_changes(before, _describe_gpu(monkeypatch, {})) == ["NUMBA_CUDA_ENABLE_NRT 0 -> 1"]
+
+
+def test_a_record_made_before_the_settings_were_recorded_says_them_unrecorded(monkeypatch):
+    """As for a wheel an older tuner did not record: such a record is verified again before it serves."""
+    now = _describe_gpu(monkeypatch, {})
+    older = dataclasses.replace(now, software={name: version for name, version in now.software.items()
+                                               if not name.startswith("NUMBA_")})
+    assert devices.software_changes(older, now) == [f"{name} unrecorded -> {now.software[name]}"
+                                                    for name in sorted(CUDA.compile_settings())]
+
+
 def test_what_an_older_record_did_not_record_is_said_so_not_said_missing():
     """A wheel neither recorded then nor installed now is no change to name."""
     newer = dataclasses.replace(H100, software={**H100.software, "nvidia-nvvm": "13.0.88", "verification": "abcd",

@@ -88,6 +88,12 @@ class Backend:
         """The current device of the loaded `module`: the description its fingerprint hashes."""
         raise NotImplementedError
 
+    def compile_settings(self) -> dict[str, str]:
+        """The settings of its Numba module's configuration that change the code it compiles for
+        tuner's kernels, by the variable that sets each, at the values it reads now (importing the
+        module). They are in the fingerprint, since they change no version."""
+        return {}
+
 
 def _load_first(candidates: list[str]):
     for name in candidates:

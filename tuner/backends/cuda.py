@@ -65,9 +65,21 @@ class CudaBackend(Backend):
             l2_bytes=gpu.L2_CACHE_SIZE,
             driver=f"{_nvidia_driver()} (CUDA {'.'.join(map(str, driver.get_version()))})",
             runtime="NVRTC " + ".".join(map(str, runtime.get_version())),
-            software={**software(("numba", "numba-cuda", *COMPILERS)), **code_hashes()},
+            software={**software(("numba", "numba-cuda", *COMPILERS)), **code_hashes(), **self.compile_settings()},
             peak_gflops=peaks,
         )
+
+    def compile_settings(self) -> dict[str, str]:
+        """numba-cuda compiles a kernel that its jit does not give opt= or debug= (tuner's give
+        neither) at NVVM -opt=3 unless NUMBA_OPT is 0, and with debug info (and no default LTO)
+        where NUMBA_CUDA_DEBUGINFO is set (decorators.py); NUMBA_CUDA_ENABLE_NRT adds reference
+        counting to its arrays (target.py). NUMBA_OPT is kept as the -opt level it gives."""
+        from numba.cuda.core import config  # importing numba.cuda, which sets CUDA_ENABLE_NRT
+
+        config.reload_config()  # as its compiler does
+        return {"NUMBA_OPT": "3" if config.OPT else "0",
+                "NUMBA_CUDA_DEBUGINFO": str(int(bool(config.CUDA_DEBUGINFO_DEFAULT))),
+                "NUMBA_CUDA_ENABLE_NRT": str(int(bool(getattr(config, "CUDA_ENABLE_NRT", False))))}
 
 
 CUDA = CudaBackend(

@@ -69,9 +69,22 @@ class HipBackend(Backend):
             l2_bytes=gpu.L2_CACHE_SIZE,
             driver=f"amdgpu {_amdgpu_driver()} (HIP {hip_version})",
             runtime=f"HIP {hip_version}",
-            software={**software(("numba", "numba-hip")), **code_hashes()},
+            software={**software(("numba", "numba-hip")), **code_hashes(), **self.compile_settings()},
             peak_gflops={"float32": fp32, **({"float64": fp32 * ratio} if ratio else {})},
         )
+
+    def compile_settings(self) -> dict[str, str]:
+        """numba-hip compiles a kernel that its jit does not give debug= (tuner's do not) with
+        debug info where NUMBA_CUDA_DEBUGINFO is set (decorators.py), and runs LLVM's mid-end
+        optimisations on it where NUMBA_HIP_MIDEND_OPT is (codegen.py). NUMBA_OPT and
+        NUMBA_HIP_OPT_LEVEL change nothing there: its jit's opt defaults to True, not to NUMBA_OPT,
+        and its compile_llvm_ir alone reads the level."""
+        from numba.core import config
+        from numba.hip import hipconfig
+
+        config.reload_config()  # as its compiler does
+        return {"NUMBA_CUDA_DEBUGINFO": str(int(bool(config.CUDA_DEBUGINFO_DEFAULT))),
+                "NUMBA_HIP_MIDEND_OPT": str(int(bool(hipconfig.ENABLE_MIDEND_OPT)))}
 
 
 ROC = HipBackend(
