@@ -3,6 +3,7 @@ differs from the source rendered now (appended to, planted, edited, a symbolic l
 user's) is replaced before use and does not run, and the directory must be this user's alone."""
 import errno
 import os
+import subprocess
 import sys
 import warnings
 
@@ -416,3 +417,31 @@ def test_a_kernel_directory_reached_through_a_link_in_a_folder_others_can_write_
     with pytest.raises(UnsafeKernelDirectory, match=f"lies in {shared}, which other users can write .mode 777."):
         write_source(source, shared / "link" / "kernels")
     assert write_source(source, tmp_path / "mine" / "kernels").read_text() == source
+
+
+_LOAD_UNDER_TWO_SETTINGS = """
+import os, sys
+from pathlib import Path
+from tuner import kernel
+from tuner.backends import CUDA
+from tuner.space import Space
+space = Space.of(CUDA, "float32")
+first = kernel.load(space, space.default(), Path(sys.argv[1]))
+os.environ[sys.argv[2]] = sys.argv[3]
+second = kernel.load(space, space.default(), Path(sys.argv[1]))
+print(first.path != second.path, *(bool(k.function.targetoptions[sys.argv[4]]) for k in (first, second)))
+"""
+
+
+@pytest.mark.parametrize("variable, value, option", [("NUMBA_OPT", "0", "opt"), ("NUMBA_CUDA_DEBUGINFO", "1", "debug")])
+def test_a_kernel_compiled_under_another_setting_has_a_file_and_so_a_numba_cache_of_its_own(tmp_path, variable,
+                                                                                             value, option):
+    """Numba's cache of a file's kernels is keyed by neither setting (numba-cuda's Cache._index_key),
+    so one file would serve the kernels compiled under either; numba-cuda compiles without a GPU."""
+    env = {name: text for name, text in os.environ.items()
+           if name not in ("NUMBA_ENABLE_CUDASIM", "NUMBA_OPT", "NUMBA_CUDA_DEBUGINFO")}
+    done = subprocess.run([sys.executable, "-c", _LOAD_UNDER_TWO_SETTINGS, str(tmp_path / "kernels"), variable, value,
+                           option], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    default = option == "opt"
+    assert done.stdout.split() == ["True", str(default), str(not default)]

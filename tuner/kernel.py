@@ -1,4 +1,5 @@
-"""Turn rendered source into a launchable kernel: a file named by its content hash, imported.
+"""Turn rendered source into a launchable kernel: a file named by the hash of its content and of
+the compile settings (Backend.compile_settings, which Numba's cache does not key by), imported.
 
 Numba's on-disk cache (`cache=True`) needs the kernel to live in a real file, so every rendered
 variant is written under the kernel directory and executed from the source rendered now. The
@@ -14,6 +15,7 @@ import contextlib
 import grp
 import hashlib
 import importlib
+import json
 import os
 import pwd
 import stat
@@ -247,13 +249,15 @@ def check_kernel_dir(directory: Path) -> None:
     _numba_cache_dir(private_dir(directory))
 
 
-def write_source(source: str, directory: Path | None = None) -> Path:
-    """The file holding exactly `source`, named by its content hash, in a private kernel
-    directory. A file there that differs is replaced (and said so once); Numba's compiled
-    kernels of the replaced file go with it."""
+def write_source(source: str, directory: Path | None = None, settings: dict[str, str] | None = None) -> Path:
+    """The file holding exactly `source`, named by the hash of its content and of the compiler
+    `settings` it is to be compiled under (Backend.compile_settings, which Numba's cache of the
+    file's kernels does not key by), in a private kernel directory. A file there that differs is
+    replaced (and said so once); Numba's compiled kernels of the replaced file go with it."""
     directory = private_dir(directory or kernel_dir())
     compiled = _numba_cache_dir(directory)
-    path = directory / f"matmul_{hashlib.sha256(source.encode()).hexdigest()[:20]}.py"
+    named = source + (json.dumps(settings, sort_keys=True) if settings else "")
+    path = directory / f"matmul_{hashlib.sha256(named.encode()).hexdigest()[:20]}.py"
     expected = source.encode()
     difference = _difference(path, expected)
     if not difference:
@@ -269,12 +273,13 @@ def write_source(source: str, directory: Path | None = None) -> Path:
     return path
 
 
-def import_source(source: str, module_name: str, directory: Path | None = None) -> types.ModuleType:
-    """The module of rendered `source`, once per process (its name is its content hash): the
-    checked file is written (write_source), then `source` itself runs as that file's code, so
-    nothing read back from disk runs. On the simulator, its GPU module is bound to the simulator
-    (simulator.bound)."""
-    path = write_source(source, directory)
+def import_source(source: str, module_name: str, directory: Path | None = None,
+                  settings: dict[str, str] | None = None) -> types.ModuleType:
+    """The module of rendered `source` compiled under `settings`, once per process (its name is
+    their hash): the checked file is written (write_source), then `source` itself runs as that
+    file's code, so nothing read back from disk runs. On the simulator, its GPU module is bound to
+    the simulator (simulator.bound)."""
+    path = write_source(source, directory, settings)
     if path.stem in sys.modules:
         return sys.modules[path.stem]
     module = types.ModuleType(path.stem)
@@ -388,6 +393,8 @@ class Kernel:
 
 def load(space: Space, config: Tiling, directory: Path | None = None) -> Kernel:
     """Render, write and import the kernel for `config` in `space` (kernel files in `directory`,
-    by default kernel_dir())."""
-    module = import_source(render(space, config, simulated=simulator.simulating()), space.backend.module, directory)
+    by default kernel_dir()), named for the backend's compile settings too (none on the simulator)."""
+    simulated = simulator.simulating()
+    settings = {} if simulated else space.backend.compile_settings()
+    module = import_source(render(space, config, simulated=simulated), space.backend.module, directory, settings)
     return Kernel(space, config, Path(module.__file__), module.matmul)

@@ -91,7 +91,8 @@ class Backend:
     def compile_settings(self) -> dict[str, str]:
         """The settings of its Numba module's configuration that change the code it compiles for
         tuner's kernels, by the variable that sets each, at the values it reads now (importing the
-        module). They are in the fingerprint, since they change no version."""
+        module). They are in the fingerprint, and in the name of a kernel's file, since Numba's
+        on-disk cache of the kernels does not key by them."""
         return {}
 
 
