@@ -343,12 +343,12 @@ def test_sigterm_taken_once_raises_once():
 
 _PENDING_TOGETHER = """
 import atexit, os, signal
-both = {signal.SIGINT, signal.SIGTERM}
-signal.pthread_sigmask(signal.SIG_BLOCK, both)  # before any thread starts, so that only this one takes them
 from tuner.stopping import PARENT, follow_parent, stop_on_sigterm
+both = {signal.SIGINT, signal.SIGTERM}
 atexit.register(lambda: print(signal.getsignal(signal.SIGINT) == signal.getsignal(signal.SIGTERM) == signal.SIG_IGN))
 os.environ[PARENT] = str(os.getppid())
 follow_parent()
+signal.pthread_sigmask(signal.SIG_BLOCK, both)  # no thread has started, so only this one takes them
 stop_on_sigterm(once=True)
 os.kill(os.getpid(), signal.SIGTERM)
 os.kill(os.getpid(), signal.SIGINT)

@@ -185,6 +185,23 @@ def test_ctrl_c_stops_every_device_worker_cleanly(tmp_path, stop, stdout):
     assert len(workers) == 2 and not [pid for pid in workers if os.path.exists(f"/proc/{pid}")]
 
 
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stop_as_the_workers_start_stops_each_of_them_cleanly(tmp_path, stop):
+    # The parent's SIGINT reaches a worker still loading Python: it waits until the worker can stop
+    # cleanly, not a traceback in the bootstrap or a KeyboardInterrupt the worker's main never sees.
+    parent = subprocess.Popen([sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL,
+                               "--trials", "200", "--devices", "0,1", "--cache-dir", str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=answers_ctrl_c)
+    deadline = time.monotonic() + 60
+    while len(_workers_of(tmp_path)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.002)
+    parent.send_signal(stop)
+    out, err = parent.communicate(timeout=120)
+    assert parent.returncode == (130 if stop == signal.SIGINT else 143) and "Traceback" not in err, err
+    assert all(f"[cuda {device}] tuner search: interrupted" in err for device in (0, 1)), err
+    assert _workers_of(tmp_path) == []
+
+
 @pytest.mark.parametrize("devices, message", [
     ("x", "--devices takes GPU indices separated by commas, such as 0,1,2,3, not 'x'"),
     ("0,1,0", "--devices lists device 0 twice; give each GPU once"),

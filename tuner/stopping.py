@@ -10,6 +10,7 @@ import threading
 
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 PARENT = "TUNER_PARENT_PID"  # set in a worker's environment by the process that started it
+STOPS = {signal.SIGINT, signal.SIGTERM}  # held by a --devices parent while it starts its workers, which inherit that
 
 
 class Terminated(KeyboardInterrupt):
@@ -97,14 +98,15 @@ def follow_parent() -> None:
     prctl), and at once if it died before this process could ask, taken as that SIGTERM is: a
     compile worker, which leaves it to the system, dies of it quietly. Its parent stops it with
     one SIGINT, which stops it once too, as a SIGTERM taken once does, even where SIGINT was
-    ignored (a shell's background job): in its own session, only its parent sends one."""
+    ignored (a shell's background job): in its own session, only its parent sends one. A stop
+    signal held since the worker started (STOPS) is taken here, once the worker can stop cleanly."""
     parent = os.environ.get(PARENT)
     if not parent:
         return
     if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, signal.SIG_IGN):
         signal.signal(signal.SIGINT, _stop_once)
-    if not sys.platform.startswith("linux"):
-        return
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != int(parent):
-        signal.raise_signal(signal.SIGTERM)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != int(parent):
+            signal.raise_signal(signal.SIGTERM)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)

@@ -15,7 +15,7 @@ import threading
 from .backends import Backend
 from .formats import counted
 from .runtime import NoGPU, driver_device_count
-from .stopping import PARENT, Terminated, stop_on_sigterm
+from .stopping import PARENT, STOPS, Terminated, shielded, stop_on_sigterm
 
 
 def parse_devices(text: str) -> list[int]:
@@ -83,31 +83,42 @@ class _Relay(threading.Thread):
                 self.error = error
 
 
+def _start(command: list[str], backend: Backend, device: int) -> tuple[subprocess.Popen, list[_Relay]]:
+    """The worker on `device`, and the relays of its output, started."""
+    worker = subprocess.Popen(command, env=pinned_environment(backend, device, dict(os.environ)), text=True,
+                              errors="replace", stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    prefix = f"[{backend.name} {device}] "
+    relays = [_Relay(worker.stdout, prefix, sys.stdout), _Relay(worker.stderr, prefix, sys.stderr)]
+    for relay in relays:
+        relay.start()
+    return worker, relays
+
+
 def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int:
     """Run `command` (a `tuner search` without --devices) once per device, pinned; wait for all.
     The exit status is 130 after Ctrl-C (143 after SIGTERM), else 0 if every worker succeeded,
     else the highest (1 for a worker killed by a signal); a relayed line that could not be
     written raises its error once all are done."""
     previous = stop_on_sigterm()  # a scheduler's SIGTERM stops them as Ctrl-C does, a second kills them
-    workers = []
-    for device in devices:
-        worker = subprocess.Popen(command, env=pinned_environment(backend, device, dict(os.environ)), text=True,
-                                  errors="replace", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  start_new_session=True)
-        prefix = f"[{backend.name} {device}] "
-        relays = [_Relay(worker.stdout, prefix, sys.stdout), _Relay(worker.stderr, prefix, sys.stderr)]
-        for relay in relays:
-            relay.start()
-        workers.append((device, worker, relays))
-    print(f"tuner search: {counted(len(workers), 'worker')} started, pinned with {backend.visible_devices}; "
-          "Ctrl-C stops them all", file=sys.stderr)
     interrupted = terminated = False
+    workers = []
     # A worker runs in its own session, so a Ctrl-C at the terminal reaches only this process,
     # which hands each worker exactly one SIGINT: they keep what they measured and exit 130.
     # A second Ctrl-C kills them; the study and the cache survive that too.
     signals = [signal.SIGINT, signal.SIGKILL]
     while True:
         try:
+            if not workers:
+                # A stop while they start is taken once all have, and each holds it (the mask it
+                # inherits) until it can stop cleanly (stopping.follow_parent).
+                with shielded():
+                    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+                    try:
+                        workers = [(device, *_start(command, backend, device)) for device in devices]
+                    finally:
+                        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+                print(f"tuner search: {counted(len(workers), 'worker')} started, pinned with "
+                      f"{backend.visible_devices}; Ctrl-C stops them all", file=sys.stderr)
             for _, worker, relays in workers:
                 worker.wait()
                 for relay in relays:
