@@ -300,7 +300,7 @@ def test_re_verifying_and_re_tuning_compile_ahead_in_workers_as_a_search_does(tm
     """Each measured variant was compiled by a compile worker (compile_ahead.py) while another was measured."""
     retuned = Problem(16, 16, 32)
     cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
-                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (Config(), 1.0)]))
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (QUICK[0], 1.0)]))
     cache.write_record(cache.record_path(tmp_path, H100.slug, retuned.key), make_record(H100, retuned, [(SMALL, 9e3)]))
     assert _regenerate(tmp_path, "--trials", "2", "--compile-workers", "1") == 0
     out = capsys.readouterr().out
