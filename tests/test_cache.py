@@ -3,6 +3,7 @@ import dataclasses
 import itertools
 import json
 import multiprocessing
+import sys
 
 import pytest
 from processes import run_at_once
@@ -122,6 +123,13 @@ def test_numba_cudas_settings_are_kept_at_the_values_its_kernels_are_compiled_un
     assert _describe_gpu(monkeypatch, {}).fingerprint == before.fingerprint
     monkeypatch.setattr(config, "CUDA_ENABLE_NRT", True)
     assert devices.software_changes(before, _describe_gpu(monkeypatch, {})) == ["NUMBA_CUDA_ENABLE_NRT 0 -> 1"]
+
+
+def test_numba_cudas_settings_are_read_under_numbas_built_in_numba_cuda_too(monkeypatch):
+    """Numba's built-in numba.cuda has no numba.cuda.core: its settings are numba's own config."""
+    monkeypatch.setitem(sys.modules, "numba.cuda.core", None)  # an import of it fails
+    monkeypatch.setenv("NUMBA_OPT", "0")
+    assert CUDA.compile_settings()["NUMBA_OPT"] == "0"
 
 
 def test_a_record_made_before_the_settings_were_recorded_says_them_unrecorded(monkeypatch):

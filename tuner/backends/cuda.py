@@ -74,7 +74,10 @@ class CudaBackend(Backend):
         neither) at NVVM -opt=3 unless NUMBA_OPT is 0, and with debug info (and no default LTO)
         where NUMBA_CUDA_DEBUGINFO is set (decorators.py); NUMBA_CUDA_ENABLE_NRT adds reference
         counting to its arrays (target.py). NUMBA_OPT is kept as the -opt level it gives."""
-        from numba.cuda.core import config  # importing numba.cuda, which sets CUDA_ENABLE_NRT
+        try:
+            from numba.cuda.core import config  # importing numba.cuda, which sets CUDA_ENABLE_NRT
+        except ImportError:  # numba's built-in numba.cuda, which reads numba's own
+            from numba.core import config
 
         config.reload_config()  # as its compiler does
         return {"NUMBA_OPT": "3" if config.OPT else "0",
