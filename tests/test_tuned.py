@@ -90,6 +90,21 @@ def test_under_other_software_a_runner_up_serves_when_the_best_fails_verificatio
     assert "passed verification here" in str(caught[1].message)
 
 
+def test_of_a_shapes_records_under_other_software_the_newest_serves(cache_dir):
+    """One per software version, as each `tuner regenerate` under new code leaves them; the oldest
+    used to serve where its fingerprint sorted first."""
+    versions = sorted((dataclasses.replace(OTHER_SOFTWARE, software={**OTHER_SOFTWARE.software, "templates": name})
+                       for name in "abc"), key=lambda device: device.slug)
+    paths = [cache.record_path(cache_dir, device.slug, "float32-16x16x16") for device in versions]
+    for path, device, config, month in zip(paths, versions, (SMALL, Config(), LARGE), (1, 2, 3)):
+        cache.write_record(path, make_record(device, Problem(16, 16, 16), [(config, 5.0)],
+                                             finished=f"2026-0{month}-01T00:00:00+00:00"))
+    with pytest.warns(tuner.OtherSoftwareWarning) as caught:
+        kernel = tuner.get_kernel(16, 16, 16)
+    assert (kernel.config, kernel.record) == (LARGE, paths[2])
+    assert len(caught) == 1 and str(caught[0].message).startswith(f"tuner: {paths[2]} was tuned")
+
+
 def test_this_fingerprint_is_preferred_to_a_nearer_shape_under_other_software(cache_dir):
     _store(cache_dir, OTHER_SOFTWARE, Problem(16, 16, 16), [(SMALL, 5.0)])
     here = _store(cache_dir, HERE, Problem(64, 64, 64), [(LARGE, 1.0)])

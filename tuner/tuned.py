@@ -2,12 +2,12 @@
 
 For the device in use, a product gets the best configuration of the record of this device's
 fingerprint whose shape is nearest its own. Where this device has none for the dtype, a record of
-the same GPU model under other software (driver, runtime, Numba, templates) serves, once its
-configuration passes verification here, with one warning that says so and how to re-time it. The
-configuration is rendered from the installed templates and compiled once per process, and, through
-Numba's on-disk cache (`cache=True`), once per machine. A record of another GPU model is never
-used. With nothing tuned for this model, a default configuration runs, after one warning that
-names the command to tune it.
+the same GPU model under other software (driver, runtime, Numba, templates), of a shape's the
+newest, serves, once its configuration passes verification here, with one warning that says so
+and how to re-time it. The configuration is rendered from the installed templates and compiled
+once per process, and, through Numba's on-disk cache (`cache=True`), once per machine. A record of
+another GPU model is never used. With nothing tuned for this model, a default configuration runs,
+after one warning that names the command to tune it.
 """
 import numbers
 import shlex
@@ -154,12 +154,15 @@ class Library:
 
     def _choose(self, space: Space, problem: Problem) -> Choice | None:
         """The choice of the nearest shape among this device's records of `problem`'s dtype, else
-        among those of its model under other software that pass verification here."""
+        among those of its model under other software that pass verification here: of one shape's
+        records there, one per software version, the newest first (as `tuner show` shows it), its
+        configurations in their rank."""
         for other_software in (False, True):
             candidates = sorted((choice for choice in self.choices if choice.other_software == other_software
                                  and choice.tuned_for.family == problem.family
                                  and choice.tuned_for.dtype == problem.dtype),
-                                key=lambda choice: problem.distance(choice.tuned_for))
+                                key=lambda choice: choice.record.finished, reverse=True)
+            candidates.sort(key=lambda choice: problem.distance(choice.tuned_for))  # stable: the newest first
             for choice in candidates:
                 if not other_software or self._verified(space, choice):
                     return choice
