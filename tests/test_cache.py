@@ -12,6 +12,7 @@ from records import H100, make_record
 from tuner import cache
 from tuner.record import RUNNERS_UP
 from tuner.backends import CUDA
+from tuner.config import Config
 from tuner import devices
 from tuner.devices import templates_hash
 from tuner.formats import counted
@@ -286,6 +287,32 @@ def test_a_gpus_rate_is_printed_in_whole_gflops_not_in_exponent_form(tmp_path, c
     assert "runner-up: 950 GFLOP/s" in out and "runner-up: 12.3 GFLOP/s" in out
     assert "\nmatmul float32-4096x4096x4096; times are " in out and "{" not in out  # no Python dicts
     assert "\nbudget: 3 trials, 3 measured (0 failed), 0 invalid, 0 repeated suggestions, " in out
+
+
+def test_list_and_show_say_which_configuration_tuner_matmul_runs_where_the_best_breaks_a_rule(tmp_path, capsys):
+    """As by a hand edit, or a rule added since: list gave the best's rate and show the best without remark."""
+    from tuner.cli import main
+
+    too_many_threads = Config(block_m=128, block_n=128, thread_m=1, thread_n=1)
+    rule = Space.of(CUDA, "float32").broken_rules(too_many_threads)[0]
+    problem, none_valid = Problem(64, 64, 64), Problem(32, 32, 32)
+    for shape, ranked in ((problem, [(too_many_threads, 3000.0), (CONFIGS[0], 2000.0)]),
+                          (none_valid, [(too_many_threads, 3000.0)])):
+        cache.write_record(cache.record_path(tmp_path, H100.slug, shape.key), make_record(H100, shape, ranked))
+    assert main(["list", "--cache-dir", str(tmp_path)]) == 0
+    unusable, served = capsys.readouterr().out.splitlines()
+    assert served.startswith(f"{H100.slug}/float32-64x64x64  2,000 GFLOP/s  2 measured  ")
+    assert served.endswith(f"  [user]  current, runner-up 1 serves (its best breaks a rule: {rule})")
+    assert unusable.endswith(f"  [user]  unusable: every configuration breaks a rule (its best: {rule}); "
+                             "tuner regenerate re-tunes it")
+    assert main(["list", "--json", "--cache-dir", str(tmp_path)]) == 0
+    unusable, served = json.loads(capsys.readouterr().out)
+    assert (served["status"], served["best_breaks"], served["serves"]) == (
+        "current", rule, {"rank": 1, "config": CONFIGS[0].as_dict(), "gflops": 2000.0})
+    assert (unusable["status"], unusable["serves"]) == ("unusable", None)
+    assert main(["show", f"{H100.slug}/float32-64x64x64", "--cache-dir", str(tmp_path)]) == 0
+    assert f"\n  not run: it breaks a rule of this version's space ({rule}); tuner.matmul runs runner-up 1\n" in (
+        capsys.readouterr().out)
 
 
 def test_show_names_the_precision_whose_peak_is_unknown(tmp_path, capsys):

@@ -368,7 +368,30 @@ def test_show_after_a_regenerate_shows_the_new_record_of_the_product_and_names_t
                    f"'float32-16x16x16': showing the newest (older: {OLD_TEMPLATES.slug}/float32-16x16x16)\n")
     assert main(["show", f"{OLD_TEMPLATES.slug}/float32-16x16x16", "--cache-dir", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
-    assert f"fingerprint {OLD_TEMPLATES.fingerprint};" in out and err == ""
+    assert f"fingerprint {OLD_TEMPLATES.fingerprint};" in out
+    assert err == (f"tuner: note: superseded by {HERE.slug}/float32-16x16x16, a newer record of its product on this "
+                   "GPU model, which tuner.matmul uses unless this machine's fingerprint is this record's\n")
+
+
+def test_list_after_regenerates_marks_the_newest_record_of_each_product_current_and_the_older_superseded(
+        tmp_path, capsys):
+    """One record per software version, as each `tuner regenerate` under new code leaves them: list
+    said nothing of which one tuner.matmul uses."""
+    older = dataclasses.replace(HERE, software={**HERE.software, "templates": "0lder"})
+    for device, year in ((older, 2024), (OLD_TEMPLATES, 2025)):
+        cache.write_record(cache.record_path(tmp_path, device.slug, PROBLEM.key),
+                           make_record(device, PROBLEM, [(SMALL, 2.0)], finished=f"{year}-01-01T00:00:00+00:00"))
+    assert _regenerate(tmp_path) == 0
+    capsys.readouterr()
+    assert main(["list", "--cache-dir", str(tmp_path)]) == 0
+    status = {line.split("/")[0]: line.split("  [user]  ")[1] for line in capsys.readouterr().out.splitlines()}
+    assert status == {HERE.slug: "current", **{device.slug: f"superseded by {HERE.fingerprint}"
+                                               for device in (older, OLD_TEMPLATES)}}
+    assert main(["list", "--json", "--cache-dir", str(tmp_path)]) == 0
+    rows = {row["fingerprint"]: row for row in json.loads(capsys.readouterr().out)}
+    assert (rows[HERE.fingerprint]["status"], rows[HERE.fingerprint]["superseded_by"]) == ("current", None)
+    assert (rows[older.fingerprint]["status"], rows[older.fingerprint]["superseded_by"]) == (
+        "superseded", f"{HERE.slug}/float32-16x16x16")
 
 
 def _two_searches(root):

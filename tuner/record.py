@@ -143,12 +143,16 @@ class Record:
         """Where the record belongs under records/: its device's folder and its product's file."""
         return f"{self.device.slug}/{file_stem(self.problem)}.json"
 
-    def valid_configs(self) -> list[Tiling]:
-        """The ranked configurations that break no hard rule of this version's space, best first (its
-        rules are not part of the fingerprint, so a record can outlive them). A configuration that a
-        heuristic of the search prunes was measured and still runs, so it stays."""
+    def broken_rules(self) -> list[list[str]]:
+        """The hard rules of this version's space that each ranked configuration breaks, best first (its
+        rules are not part of the fingerprint, so a record can outlive them)."""
         space = Space.of(BACKENDS[self.device.backend], self.problem.dtype, self.family)
-        return [config for config in self.configs if not space.broken_rules(config)]
+        return [space.broken_rules(config) for config in self.configs]
+
+    def valid_configs(self) -> list[Tiling]:
+        """The ranked configurations that break no hard rule of this version's space, best first. A
+        configuration that a heuristic of the search prunes was measured and still runs, so it stays."""
+        return [config for config, broken in zip(self.configs, self.broken_rules()) if not broken]
 
     def as_dict(self) -> dict:
         """The record as the current format writes it."""

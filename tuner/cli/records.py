@@ -14,7 +14,8 @@ SHOWN_MATCHES = 4  # ids named when `tuner show` is given a part of several, or 
 
 
 def print_best(record: Record) -> None:
-    """A record's best configuration: its rate, its share of peak, its time, and its parameters."""
+    """A record's best configuration: its rate, its share of peak, its time, and its parameters;
+    where it breaks a rule of this version's space, which configuration tuner.matmul runs instead."""
     best = record.best.measurement
     simulated = " (simulated CPU time)" if record.device.simulated else ""
     fraction = (f", {best.fraction_of_peak:.1%} of peak" if best.fraction_of_peak is not None
@@ -23,6 +24,19 @@ def print_best(record: Record) -> None:
     print(f"best: {rate(best.gflops)}{simulated}{fraction}, median {duration(best.seconds)} "
           f"over {counted(best.reps, 'run')}")
     print("  " + " ".join(f"{name}={json.dumps(value)}" for name, value in record.best.config.as_dict().items()))
+    rank, rule = _serving(record)
+    if rule:
+        print(f"  not run: it breaks a rule of this version's space ({rule}); " + (
+            f"tuner.matmul runs runner-up {rank}" if rank else
+            "so does every configuration of the record, which tuner.matmul skips: tuner regenerate re-tunes it"))
+
+
+def _serving(record: Record) -> tuple[int | None, str]:
+    """The place in its ranking of the configuration tuner.matmul runs from `record` (0: its best;
+    None where every one breaks a rule of this version's space), and the first rule its best
+    breaks ("" for none)."""
+    broken = record.broken_rules()
+    return next((place for place, rules in enumerate(broken) if not rules), None), (broken[0] or [""])[0]
 
 
 def _records(args) -> list[cache.Stored]:
@@ -41,34 +55,71 @@ def _records(args) -> list[cache.Stored]:
     return list(catalog.stored)
 
 
-def _row(stored: cache.Stored) -> dict:
-    """One record as `tuner list` shows it."""
+def _product_on_gpu(stored: cache.Stored) -> tuple:
+    """What records of one product on one GPU model, one per software version, share."""
+    return stored.record.family, stored.record.problem, json.dumps(stored.record.device.model, sort_keys=True)
+
+
+def _newest(records: list[cache.Stored]) -> dict[tuple, cache.Stored]:
+    """The newest record that tuner.matmul can use (one configuration breaking no rule) of each
+    product on each GPU model: the one it uses under software of no record's fingerprint."""
+    newest = {}
+    for stored in records:
+        if stored.record.valid_configs():
+            key = _product_on_gpu(stored)
+            newest[key] = max(newest.get(key, stored), stored, key=lambda found: found.record.finished)
+    return newest
+
+
+def _row(stored: cache.Stored, newest: cache.Stored) -> dict:
+    """One record as `tuner list` shows it, given the newest usable one of its product on its GPU model."""
     record = stored.record
     data = record.as_dict()
+    rank, rule = _serving(record)
+    newer = newest if rank is not None and newest is not stored else None
     return {"id": stored.id, "source": "shipped" if stored.shipped else "user", "fingerprint": record.fingerprint,
             "device": record.device.name, "backend": record.device.backend, "arch": record.device.arch,
             "simulated": record.device.simulated, "family": record.family, "problem": data["problem"],
             "clock": record.clock, "gflops": record.best.measurement.gflops,
             "fraction_of_peak": record.best.measurement.fraction_of_peak, "config": data["best"]["config"],
-            "budget": data["budget"], "searched": data["searched"]}
+            "budget": data["budget"], "searched": data["searched"],
+            "status": "unusable" if rank is None else "superseded" if newer else "current",
+            "superseded_by": newer and newer.id, "best_breaks": rule or None,
+            "serves": None if rank is None else {"rank": rank, "config": record.configs[rank].as_dict(),
+                                                 "gflops": record.ranked[rank].measurement.gflops}}
+
+
+def _status(row: dict, fingerprints: dict[str, str]) -> str:
+    """The last column of a `tuner list` line: whether tuner.matmul uses the record, and what of it."""
+    if row["status"] == "unusable":
+        return (f"unusable: every configuration breaks a rule (its best: {row['best_breaks']}); "
+                "tuner regenerate re-tunes it")
+    status = f"superseded by {fingerprints[row['superseded_by']]}" if row["superseded_by"] else "current"
+    rank = row["serves"]["rank"]
+    return f"{status}, runner-up {rank} serves (its best breaks a rule: {row['best_breaks']})" if rank else status
 
 
 def _list(args) -> int:
-    rows = [_row(stored) for stored in _records(args)]
+    records = _records(args)
+    newest = _newest(records)
+    rows = [_row(stored, newest.get(_product_on_gpu(stored), stored)) for stored in records]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
         print(f"no cache records in {cache.cache_dir(args.cache_dir)} (run tuner search first)")
+    fingerprints = {row["id"]: row["fingerprint"] for row in rows}
     for row in rows:
         simulated = " simulated" if row["simulated"] else ""
-        print(f"{row['id']}  {rate(row['gflops'])}{simulated}  {row['budget']['measured']} measured  "
-              f"{row['searched']['finished']}  [{row['source']}]")
+        gflops = row["serves"]["gflops"] if row["serves"] else row["gflops"]
+        print(f"{row['id']}  {rate(gflops)}{simulated}  {row['budget']['measured']} measured  "
+              f"{row['searched']['finished']}  [{row['source']}]  {_status(row, fingerprints)}")
     return 0
 
 
 def _show(args) -> int:
-    matches = [stored for stored in _records(args) if args.record in stored.id]
+    records = _records(args)
+    matches = [stored for stored in records if args.record in stored.id]
     named = [stored for stored in matches if stored.id == args.record] or matches
     chosen = [stored for stored in named if not stored.shipped] or named  # the user's before the shipped ones
     if chosen and _one_product_on_one_gpu(chosen):
@@ -82,6 +133,10 @@ def _show(args) -> int:
         raise ValueError(f"{len(matches)} records match {args.record!r} ({_ids(matches)}); give a longer part of one")
     else:
         raise ValueError(f"no record matches {args.record!r}; `tuner list` shows the ids")
+    newest = _newest(records).get(_product_on_gpu(stored), stored)
+    if newest is not stored and record.valid_configs():
+        print(f"tuner: note: superseded by {newest.id}, a newer record of its product on this GPU model, which "
+              "tuner.matmul uses unless this machine's fingerprint is this record's", file=sys.stderr)
     heading, config, source = _source(record) if args.source else (None, None, None)
     data = record.as_dict()
     if args.json:
@@ -94,9 +149,10 @@ def _show(args) -> int:
           f"fingerprint {record.fingerprint}; driver {device.driver}; runtime {device.runtime}")
     print(f"{record.family} {record.problem.key}; times are {record.clock}")
     print_best(record)
-    for entry in record.runners_up:
+    for entry, rules in zip(record.runners_up, record.broken_rules()[1:]):
         print(f"  runner-up: {rate(entry.measurement.gflops)}  "
-              + " ".join(f"{name}={json.dumps(value)}" for name, value in entry.config.as_dict().items()))
+              + " ".join(f"{name}={json.dumps(value)}" for name, value in entry.config.as_dict().items())
+              + (f"  (not run: it breaks a rule: {rules[0]})" if rules else ""))
     spent = record.budget
     print(f"budget: {counted(spent.trials, 'trial')}, {spent.measured} measured ({spent.failed} failed), "
           f"{spent.invalid} invalid, {counted(spent.duplicates, 'repeated suggestion')}, "
@@ -120,8 +176,7 @@ def _ids(records: list[cache.Stored]) -> str:
 def _one_product_on_one_gpu(records: list[cache.Stored]) -> bool:
     """Whether `records` are of one product on one GPU model: under several software versions
     where there are more than one, as `tuner regenerate` leaves them."""
-    return len({(stored.record.family, stored.record.problem, json.dumps(stored.record.device.model, sort_keys=True))
-                for stored in records}) == 1
+    return len({_product_on_gpu(stored) for stored in records}) == 1
 
 
 def _source(record: Record) -> tuple[str, Tiling, str]:
