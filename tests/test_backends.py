@@ -213,3 +213,33 @@ def test_the_cache_flush_copies_twice_the_l2_and_at_least_256_mib(l2_bytes, flus
     runtime.flush_l2()
     runtime.flush_l2()
     assert made == [flushed, flushed] and len(copies) == 2  # the buffers are made once
+
+
+def test_roc_prints_no_parameter_its_compiler_lacks_at_the_one_value_it_takes(tmp_path, capsys):
+    """max_registers, vector_fragments and min_blocks are 0, false and 0 on ROC, always: its search
+    summaries, `tuner show` and its kernels' docstrings printed them as if tuned."""
+    from records import make_record
+
+    from tuner import cache
+    from tuner.cli import main
+    from tuner.config import Config
+    from tuner.problem import Problem
+    from tuner.simulator import describe
+    from tuner.source import render
+    from tuner.space import Space
+
+    lacked = ("max_registers", "vector_fragments", "min_blocks")
+    assert set(ROC.fixed) == set(lacked) and CUDA.fixed == {}
+    assert Config().describe(ROC) == ("block_m=64 block_n=64 block_k=16 thread_m=4 thread_n=4 unroll_k=4 pad=1 "
+                                      "transpose_a=false prefetch=true double_buffer=false")
+    assert all(name in Config().describe(CUDA) for name in lacked)
+    assert "max_registers=64" in Config(max_registers=64).describe(ROC)  # a value ROC refuses is still named
+    docstring = render(Space.of(ROC, "float32"), Config()).split('"""')[1]
+    assert "block_m=64" in docstring and not any(name in docstring for name in lacked)
+    device, problem = describe("roc"), Problem(16, 16, 16)
+    cache.write_record(cache.record_path(tmp_path, device.slug, problem.key),
+                       make_record(device, problem, [(Config(), 2.0), (Config(pad=0), 1.0)]))
+    assert main(["show", "float32-16x16x16", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "\n  block_m=64 " in out and "runner-up: 1 GFLOP/s  block_m=64 " in out
+    assert not any(name in out for name in lacked)

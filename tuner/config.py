@@ -49,9 +49,15 @@ class Tiling:
     def as_dict(self) -> dict:
         return asdict(self)
 
-    def describe(self) -> str:
-        """NAME=VALUE pairs, as the command line takes them."""
-        return " ".join(f"{name}={format_value(value)}" for name, value in self.as_dict().items())
+    def shown(self, backend=None) -> dict:
+        """The parameters as printed for `backend` (all of them for none): without those its compiler
+        lacks where they hold the one value its kernels take (Backend.fixed)."""
+        fixed = backend.fixed if backend else {}
+        return {name: value for name, value in self.as_dict().items() if name not in fixed or value != fixed[name]}
+
+    def describe(self, backend=None) -> str:
+        """NAME=VALUE pairs, as the command line takes them, of the parameters shown for `backend`."""
+        return " ".join(f"{name}={format_value(value)}" for name, value in self.shown(backend).items())
 
     @classmethod
     def names(cls) -> list[str]:

@@ -174,7 +174,7 @@ def _reverify(search: Search, old: Record, workers: int) -> tuple[bool, list[str
     for entry in old.ranked:
         reasons = space.violations(entry.config)
         if reasons:
-            details.append(f"{entry.config.describe()}: no longer valid: {reasons[0]}")
+            details.append(f"{entry.config.describe(space.backend)}: no longer valid: {reasons[0]}")
         else:
             valid.append(entry)
     _measure_all(search, [entry.config for entry in valid], workers)
@@ -185,14 +185,15 @@ def _reverify(search: Search, old: Record, workers: int) -> tuple[bool, list[str
         trial = search.measured(config)
         was = _gflops(entry.measurement.gflops, simulated)
         if trial is None:
-            details.append(f"{config.describe()}: was {was}, not measured")
+            details.append(f"{config.describe(space.backend)}: was {was}, not measured")
             continue
         said = measurement(trial)
         if said["status"] == "ok":
             passed += 1
-            details.append(f"{config.describe()}: {was} -> {_gflops(said['gflops'], simulated)}")
+            details.append(f"{config.describe(space.backend)}: {was} -> {_gflops(said['gflops'], simulated)}")
         else:
-            details.append(f"{config.describe()}: was {was}, fails now ({said['status']}: {said['reason']})")
+            details.append(f"{config.describe(space.backend)}: was {was}, fails now "
+                           f"({said['status']}: {said['reason']})")
     return passed > 0, details
 
 
@@ -238,4 +239,4 @@ def _retune(search: Search, records: list[Record], trials: int, workers: int, de
     return Change(search.problem, "re-tuned", [
         *details, f"best {_gflops(best.measurement.gflops, simulated)} after "
         f"{counted(outcome.record.budget.measured, 'variant')}" + (f" (before: {'; '.join(before)})" if before else ""),
-        best.config.describe()])
+        best.config.describe(search.space.backend)])

@@ -5,7 +5,6 @@ written beside it as PNG files. The page is templates/report.html.j2, the figure
 figures.py, the study from studies.py and the benchmark results from benchmarks.py. Times measured
 on the simulator are labelled simulated CPU time wherever they appear.
 """
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ import jinja2
 import optuna
 
 from . import cache, simulator
+from .backends import BACKENDS
 from .benchmarks import BENCH_FILE, BENCH_RESULTS, bench_rows, bench_results
 from .figures import FIGURES, Figure, draw
 from .formats import counted, duration, rate
@@ -68,8 +68,7 @@ def _overview(runs: StudyTrials, storage: str) -> list[tuple[str, str]]:
         fraction = f"{best.fraction_of_peak:.1%} of peak" if best.fraction_of_peak is not None else "no peak"
         rows += [("best", f"{rate(best.gflops)}{unit}, {fraction}, median {duration(best.seconds)} "
                           f"over {counted(best.reps, 'run')} (trial {entry.best.trial} of the study)"),
-                 ("best configuration", " ".join(f"{name}={json.dumps(value)}"
-                                                 for name, value in entry.best.config.as_dict().items())),
+                 ("best configuration", entry.best.config.describe(BACKENDS[entry.device.backend])),
                  ("cache entry", str(runs.entry_path))]
     elif passed:
         rows.append(("best", f"no cache record of this study's product and device was found, so none is named; "

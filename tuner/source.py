@@ -83,7 +83,7 @@ def render(space: Space, config: Tiling, simulated: bool = False) -> str:
     context = dict(
         config.as_dict(),
         template=space.family.template,
-        params=list(config.as_dict().items()),
+        params=list(config.shown(space.backend).items()),
         backend=space.backend.name,
         module=space.backend.module,
         dtype=precision.name,

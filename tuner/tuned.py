@@ -180,7 +180,8 @@ class Library:
                        f"{self.runtime.backend.name}{' --simulate' if self.runtime.simulated else ''}{self.options}"
                        if not check else f"it fails verification here ({check}), so it is not used")
             warnings.warn(f"tuner: {choice.path} was tuned for {record.file_stem(choice.tuned_for)} on this GPU model "
-                          f"under other software ({changes}); its configuration {choice.config.describe()}: {outcome}",
+                          f"under other software ({changes}); its configuration "
+                          f"{choice.config.describe(self.runtime.backend)}: {outcome}",
                           OtherSoftwareWarning, stacklevel=5)
         return self.verified[key]
 

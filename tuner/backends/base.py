@@ -47,6 +47,14 @@ class Backend:
     driver_init: str  # the driver library's initialisation function
     driver_count: str  # the driver library's device-count function
 
+    @property
+    def fixed(self) -> dict:
+        """The parameters its compiler lacks, with the one value its kernels then take (Space
+        refuses any other): not printed where they hold it (Tiling.shown)."""
+        return {name: value for name, value, supported in (
+            ("max_registers", 0, self.max_registers), ("min_blocks", 0, self.launch_bounds),
+            ("vector_fragments", False, self.shared_alignment)) if not supported}
+
     def lacks(self, device: Device, precision: Precision) -> str:
         """Why `device` cannot run kernels of `precision` (a dtypes.Precision its compiler takes), or ""."""
         return ""

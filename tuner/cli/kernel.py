@@ -42,7 +42,7 @@ def _describe_space(args) -> None:
         print(f"  {name}: {', '.join(map(format_value, domain))}")
     print(f"valid configurations: {space.size()}")
     if isinstance(SEED, space.config_type):
-        print(f"seed kernel (fast_matmul, TPB=16): {SEED.describe()}")
+        print(f"seed kernel (fast_matmul, TPB=16): {SEED.describe(space.backend)}")
 
 
 def _resources(args) -> None:

@@ -23,7 +23,7 @@ def print_best(record: Record) -> None:
                 else f", no {record.problem.dtype} peak known for this device")
     print(f"best: {rate(best.gflops)}{simulated}{fraction}, median {duration(best.seconds)} "
           f"over {counted(best.reps, 'run')}")
-    print("  " + " ".join(f"{name}={json.dumps(value)}" for name, value in record.best.config.as_dict().items()))
+    print(f"  {record.best.config.describe(get_backend(record.device.backend))}")
     rank, rule = _serving(record)
     if rule:
         print(f"  not run: it breaks a rule of this version's space ({rule}); " + (
@@ -149,9 +149,10 @@ def _show(args) -> int:
           f"fingerprint {record.fingerprint}; driver {device.driver}; runtime {device.runtime}")
     print(f"{record.family} {record.problem.key}; times are {record.clock}")
     print_best(record)
+    device_backend = get_backend(device.backend)
     for entry, rules in zip(record.runners_up, record.broken_rules()[1:]):
         print(f"  runner-up: {rate(entry.measurement.gflops)}  "
-              + " ".join(f"{name}={json.dumps(value)}" for name, value in entry.config.as_dict().items())
+              + entry.config.describe(device_backend)
               + (f"  (not run: it breaks a rule: {rules[0]})" if rules else ""))
     spent = record.budget
     print(f"budget: {counted(spent.trials, 'trial')}, {spent.measured} measured ({spent.failed} failed), "
