@@ -460,6 +460,28 @@ def test_a_replay_counts_measured_configurations_only_and_charges_their_recorded
         assert 0 < run.fraction(space.optimum) <= 1
 
 
+def test_a_replay_measures_its_starts_first_each_recorded_one_once_and_counts_them(space_file, monkeypatch):
+    """As the warm start of `tuner search`: the queued configurations are measured before any
+    suggestion, in order, and count as evaluations; one not recorded is left out, a repeat queued once."""
+    space = recorded.load(space_file)
+    measured = []
+    monkeypatch.setattr("tuner.replay.answer", lambda study, trial, kind, *rest: (
+        measured.append(tuple(trial.params[name] for name in DOMAINS)) if kind == "measured" else None)
+        or answer(study, trial, kind, *rest))
+    far, failed, unrecorded = (1, 1, 0, 8), (128, 1, 0, 64), (128, 128, 0, 8)
+    assert space.results[failed].seconds is None and unrecorded not in space.results
+    starts = [far, unrecorded, failed, BEST, far]
+    for sampler in ("local", "tpe"):
+        measured.clear()
+        run = replay(space, 20, sampler, seed=3, starts=starts)
+        assert measured[:3] == [far, failed, BEST] and len(set(measured)) == len(measured) == 20
+        assert run.best_seconds[:3] == [space.results[far].seconds] * 2 + [space.optimum]
+        assert run.fraction(space.optimum, 3) == 1.0
+    cold = replay(space, 20, "local", seed=3)
+    assert replay(space, 20, "local", seed=3, starts=()).best_seconds == cold.best_seconds
+    assert cold.fraction(space.optimum, 3) < 1.0
+
+
 def test_a_replay_stops_when_the_space_is_exhausted(space_file):
     space = recorded.load(space_file)
     run = replay(space, 10_000, "local", seed=0)

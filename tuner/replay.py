@@ -2,6 +2,7 @@
 charged the recorded cost, so that strategies can be compared offline on the same data."""
 import statistics
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import optuna
@@ -32,14 +33,21 @@ class Run:
 
 
 def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int = 0, pending: int = 0,
-           options: Options = Options()) -> Run:
+           options: Options = Options(), starts: Iterable[tuple] = ()) -> Run:
     """Search `space` for `trials` evaluations, as `tuner search` would with `sampler` (`local`
     with `options`, to compare settings other than the default's): invalid
     and repeated suggestions are answered without counting (as on the device, where they are
     never measured); failed configurations count and score zero. With `pending`, each new
     suggestion waits, running, until that many later ones were asked, as with
     `--compile-workers` (search.py), so the sampler suggests without knowing their outcomes; those
-    still waiting when the sampler has nothing new left are measured in turn, up to `trials`."""
+    still waiting when the sampler has nothing new left are measured in turn, up to `trials`.
+    `starts` (configurations, tuples of values in domain order) are queued before the first
+    suggestion, as `tuner search`'s warm start queues the best configurations of cached records
+    (Search.warm_start): each recorded one once, in order (one not recorded, which the space's
+    rules would refuse, is left out, as warm_start_configs leaves out those that break them). The
+    study takes them off its queue first (Optuna's enqueue_trial, as SharedStorage.enqueue), they
+    are measured and count as evaluations, and the sampler sees them as the product's does (TPE's
+    turn counts them as measured, its random start as complete trials)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize", sampler=make_sampler(
         sampler, seed, space.domains, lambda values: values in space.results, options))
@@ -47,6 +55,8 @@ def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int 
     held = deque()  # (trial, key, result) asked ahead, not yet told
     asked = set()  # the keys of the configurations held or measured
     unmeasured_in_a_row = 0
+    for key in dict.fromkeys(start for start in starts if start in space.results):
+        study.enqueue_trial(dict(zip(space.domains, key)), user_attrs={"queued": repr(key)})
 
     def duplicate(trial, key):
         answer(study, trial, Kind.DUPLICATE, history[key], 0.0 if history[key] else 1.0)
