@@ -412,6 +412,27 @@ def test_a_killed_search_loses_no_completed_trial_and_resumes(tmp_path, capsys):
     assert not [t for t in resumed.trials if t.state.name == "RUNNING"]  # the killed worker's trial failed
 
 
+def test_a_stray_storage_is_named_and_replaces_the_record_only_once_it_measured_its_configurations(
+        tmp_path, capsys, monkeypatch):
+    args = ["search", "--backend", "cuda", "--simulate", *SMALL, "--cache-dir", str(tmp_path / "cache")]
+    assert main([*args, "--trials", "3"]) == 0
+    path = next(tmp_path.glob("cache/records/*/*.json"))
+    before, held = path.read_bytes(), len(cache.read_record(path).ranked)
+    assert held > 1
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TUNER_STORAGE", "stray")
+    capsys.readouterr()
+    assert main([*args, "--trials", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert f" in {tmp_path / 'stray'} (from $TUNER_STORAGE) has 0 trials" in err
+    assert path.read_bytes() == before and "replaces the cache record" not in err
+    assert (f"is kept until this study has measured its configurations again ({held - 1} left): rerun with "
+            f"--trials {held}") in out
+    assert main([*args, "--trials", str(held)]) == 0
+    assert "replaces the cache record" in capsys.readouterr().err
+    assert cache.read_record(path).study["storage"] == str(tmp_path / "stray")
+
+
 def test_a_search_of_another_study_says_once_that_its_record_replaces_the_cached_one(tmp_path, capsys):
     args = ["search", "--backend", "cuda", "--simulate", *SMALL, "--cache-dir", str(tmp_path)]
     assert main([*args, "--trials", "1"]) == 0

@@ -5,7 +5,8 @@ would refuse is a failed variant ('implausible'), and a complete trial that does
 left out as not the tuner's) steers neither the budget nor the local sampler. With compile workers,
 suggestions are asked ahead and compiled while earlier ones are measured (compile_ahead.py). The
 study lives in persistent storage, so the same command resumes it, and several workers can share
-it (see storage.py); the cache record is rewritten after every measurement.
+it (see storage.py); the cache record is rewritten after every measurement (another study's only once
+its configurations are measured again here).
 """
 import contextlib
 import os
@@ -86,7 +87,9 @@ class Search:
         self.storage_label = label if len(label) <= MAX_TEXT else "..." + label[3 - MAX_TEXT:]
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         visible = runtime.backend.visible_devices
-        self.shared = SharedStorage(storage, root / "studies" / f"{runtime.device.slug}.journal", heartbeat,
+        journal = root / "studies" / f"{runtime.device.slug}.journal"
+        self.where = redacted(storage) if storage else str(journal)  # the storage, for messages
+        self.shared = SharedStorage(storage, journal, heartbeat,
                                     f"{visible}={os.environ[visible]}" if visible in os.environ else "")
         self.study = optuna.create_study(
             storage=self.shared.storage, study_name=name or study_name(runtime, problem),
@@ -397,28 +400,36 @@ class Search:
         if told == Kind.MEASURED:
             self.history[config_key(frozen.params)] = frozen
 
-    def _say_if_replacing(self, built: record.Record) -> None:
-        """Warn, once, where this study's record replaces another study's (a new --study or
-        --storage for a product already tuned): the cache holds one record per product and device."""
-        if self._replacing_said:
-            return
-        self._replacing_said = True
+    def left_to_replace(self) -> tuple[record.Record | None, list[Tiling]]:
+        """The cache record at this search's path if another study made it (a new --study or
+        --storage for a product already tuned: the cache holds one record per product and device),
+        and those of its configurations in the space that this study has not measured; (None, [])
+        if there is no such record."""
         try:
             held = cache.read_record(self.path)
-        except (cache.CacheError, OSError):  # none yet, or one that cannot be read: nothing to say
-            return
-        if _study_place(held.study) != _study_place(built.study):
-            warnings.warn(f"tuner: this study's record of {self.problem.key} replaces the cache record made by study "
-                          f"{held.study['name']!r} in {held.study['storage']} (best "
-                          f"{rate(held.best.measurement.gflops)})", stacklevel=3)
+        except (cache.CacheError, OSError):  # none yet, or one that cannot be read: nothing to re-measure
+            return None, []
+        if _study_place(held.study) == _study_place({"name": self.study.study_name, "storage": self.storage_label}):
+            return None, []
+        return held, [config for config in held.configs
+                      if not self.space.violations(config) and self.measured(config) is None]
 
     def save(self) -> tuple[record.Record | None, Path | None]:
         """Write the study's best so far to the cache: the record as stored and its path, or
-        (None, None) while no variant has passed."""
+        (None, None) while no variant has passed, or while another study's record there holds
+        configurations this study has not measured (left_to_replace), which it replaces only then."""
         with shielded(), disk.locked(self.path):  # built under the lock: the last writer has every worker's trials
             built = build_record(self.study, self.runtime, self.problem, self.storage_label)
             if built is None:
                 return None, None
-            self._say_if_replacing(built)
+            held, left = self.left_to_replace()
+            if left:
+                return None, None
+            if held is not None and not self._replacing_said:
+                self._replacing_said = True
+                warnings.warn(f"tuner: this study's record of {self.problem.key} replaces the cache record made by "
+                              f"study {held.study['name']!r} in {held.study['storage']} (best "
+                              f"{rate(held.best.measurement.gflops)}), having measured its configurations again",
+                              stacklevel=2)
             cache.store(self.path, built)
         return cache.read_record(self.path), self.path

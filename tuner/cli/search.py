@@ -110,8 +110,10 @@ def _search(args) -> int:
     unit = " (simulated)" if runtime.simulated else ""
     measured = search.measured_count()
     spent = args.trials is not None and measured >= args.trials  # a rerun of a finished study
+    from_environment = args.storage and args.storage == _storage(os.environ.get("TUNER_STORAGE", ""))
     print(f"searching {file_stem(problem)} on {runtime.device.name} [{runtime.device.fingerprint}]; "
-          f"times are {runtime.clock}; study {search.study.study_name!r} has {counted(search.trial_count(), 'trial')}, "
+          f"times are {runtime.clock}; study {search.study.study_name!r} in {search.where}"
+          f"{' (from $TUNER_STORAGE)' if from_environment else ''} has {counted(search.trial_count(), 'trial')}, "
           f"{measured} measured" + (f" of a budget of {args.trials}" if args.trials else ""), file=sys.stderr)
     bar = tqdm(total=args.trials, initial=min(measured, args.trials or measured), unit="variant", file=sys.stderr,
                dynamic_ncols=True, desc="study")
@@ -139,8 +141,13 @@ def _search(args) -> int:
         print(f"throughput: {counted(len(outcome.intervals), 'variant')} evaluated in {outcome.wall_seconds:.0f} s, "
               f"the first after {first:.2f} s{each}; verifying and timing took "
               f"{outcome.measuring_seconds / outcome.wall_seconds:.0%} of it{ahead}")
+    held, left = search.left_to_replace()
     if outcome.record:
         print_best(outcome.record)
+    elif left:
+        again = f"rerun with --trials {measured + len(left)}" if args.trials else "run the same command again"
+        print(f"the cache record made by study {held.study['name']!r} in {held.study['storage']} is kept until this "
+              f"study has measured its configurations again ({len(left)} left): {again}")
     else:
         print("no variant has passed verification yet: nothing cached")
     print_failure_summary(completed)
@@ -148,13 +155,12 @@ def _search(args) -> int:
         print(f"cache record: {outcome.record_path}")
     print(f"figures: tuner report --study {shlex.quote(search.study.study_name)}"
           + (f" --cache-dir {shlex.quote(args.cache_dir)}" if args.cache_dir else "")
-          + (f" --storage {shlex.quote(redacted(args.storage))}"
-             if args.storage and args.storage != _storage(os.environ.get("TUNER_STORAGE", "")) else ""))
+          + (f" --storage {shlex.quote(redacted(args.storage))}" if args.storage and not from_environment else ""))
     if outcome.interrupted:
         print(f"tuner search: {'terminated (SIGTERM)' if outcome.terminated else 'interrupted'}; completed trials "
               "are kept, run the same command to resume", file=sys.stderr)
         return 143 if outcome.terminated else 130
-    return 0 if outcome.record else 1
+    return 0 if outcome.record or left else 1
 
 
 def _search_on_devices(args) -> int:
