@@ -40,7 +40,10 @@ def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int 
     never measured); failed configurations count and score zero. With `pending`, each new
     suggestion waits, running, until that many later ones were asked, as with
     `--compile-workers` (search.py), so the sampler suggests without knowing their outcomes; those
-    still waiting when the sampler has nothing new left are measured in turn, up to `trials`.
+    still waiting when the sampler has nothing new left are measured in turn, up to `trials`. At
+    most `trials` - 1 wait: a search measures the first of its budget's suggestions once those are
+    held, and never the ones it holds past them (it gives them back), so more change nothing but
+    ask on until the space runs out.
     `starts` (configurations, tuples of values in domain order) are queued before the first
     suggestion, as `tuner search`'s warm start queues the best configurations of cached records
     (Search.warm_start): each recorded one once, in order (one not recorded, which the space's
@@ -49,6 +52,7 @@ def replay(space: RecordedSpace, trials: int, sampler: str = "local", seed: int 
     are measured and count as evaluations, and the sampler sees them as the product's does (TPE's
     turn counts them as measured, its random start as complete trials)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    pending = min(pending, trials - 1)
     study = optuna.create_study(direction="maximize", sampler=make_sampler(
         sampler, seed, space.domains, lambda values: values in space.results, options))
     history, best, run = {}, float("inf"), Run([], 0.0)

@@ -47,6 +47,7 @@ def add_parsers(subparsers) -> None:
     replay.add_argument("--sampler", choices=SAMPLERS, default="local")
     replay.add_argument("--seed", type=_seed, default=0, help="seed of the first search; the others follow it")
     replay.add_argument("--pending", type=_count, default=0, metavar="N",
-                        help="suggestions held running before each is told, as N compile workers hold them")
+                        help="suggestions held running before each is told, as N compile workers hold them; "
+                             "at most --trials less 1 count, as a search never measures those held past its budget")
     replay.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     replay.set_defaults(run=_replay)
