@@ -90,6 +90,23 @@ def test_a_file_that_is_no_journal_is_refused_unchanged(tmp_path, capsys):
     assert passwd.read_text() == "root:x:0:0:root:/root:/bin/bash\n"
 
 
+@pytest.mark.parametrize("damage", ["random bytes", "an entry Optuna cannot replay"])
+def test_a_damaged_default_journal_is_named_with_what_frees_every_study_of_the_device(tmp_path, capsys, damage):
+    """The user gave no file name, and the journal holds every study of the device."""
+    search = ["search", "--backend", "cuda", "--simulate", "--cache-dir", str(tmp_path), "--shape", "8", "8", "8",
+              "--trials", "1"]
+    assert main(search) == 0
+    [path] = (tmp_path / "studies").glob("*.journal")
+    path.write_bytes(os.urandom(300) if damage == "random bytes" else path.read_bytes() + b'{"op_code": 99}\n')
+    capsys.readouterr()
+    assert main(search) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tuner search: error: {path} ") and err.count("\n") == 1, err
+    assert err.endswith("; move it aside or restore it from a copy (it holds every study of this device); tuner search "
+                        "--storage PATH keeps a study elsewhere\n"), err
+    assert "file name" not in err and "Assert" not in err and "reach" not in err
+
+
 def test_a_foreign_line_inside_a_journal_is_refused_unchanged(tmp_path):
     storage = tmp_path / "study.journal"
     _search(tmp_path, storage)

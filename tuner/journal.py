@@ -59,14 +59,21 @@ def _split(line: bytes) -> list[bytes]:
     return [line[start:end] for start, end in zip(starts, starts[1:] + [len(line)])]
 
 
-def check(path: Path, label: str) -> None:
+def what_to_do(default: bool, named: str) -> str:
+    """What to do about a journal that cannot be used: `named` for one the user named, and for the
+    `default` one of a device under the cache, which holds every study of that device, what frees it."""
+    return ("move it aside or restore it from a copy (it holds every study of this device); tuner search --storage "
+            "PATH keeps a study elsewhere") if default else named
+
+
+def check(path: Path, label: str, default: bool = False) -> None:
     """Refuse, with what to do, a journal path that cannot hold a study: a missing directory, or
-    a file that is not an Optuna journal."""
+    a file that is not an Optuna journal. `default`: the device's journal, which the user did not name."""
     if not path.parent.is_dir():
         raise JournalError(f"{label}: its directory {path.parent} does not exist; create it, or give a "
                            "journal path in an existing directory")
     if path.exists() and not path.is_file():
-        raise NotAJournal(f"{label} is not a file; give a journal file path")
+        raise NotAJournal(f"{label} is not a file; {what_to_do(default, 'give a journal file path')}")
     if path.exists() and path.stat().st_size:
         with open(path, "rb") as file:
             first = file.readline(MAX_NULS + 2)  # a longer first line passes as a torn one, unless it is NULs
@@ -75,12 +82,13 @@ def check(path: Path, label: str) -> None:
         if not (all(_entry(fragment) or _torn(fragment) for fragment in fragments)
                 and (not ended or any(map(_entry, fragments)))):
             raise NotAJournal(f"{label} is not an Optuna journal (its first line is not a journal entry); "
-                               "give a new file name, or the journal of an existing study")
+                               + what_to_do(default, "give a new file name, or the journal of an existing study"))
 
 
-def repair(path: Path, label: str) -> None:
+def repair(path: Path, label: str, default: bool = False) -> None:
     """Make the journal at `path` whole again, torn bytes moved aside and every whole entry ending
-    its own line (one whose newline was lost included); the caller holds the journal's append lock."""
+    its own line (one whose newline was lost included); the caller holds the journal's append lock.
+    `default` as in check."""
     path = path.resolve()  # a symbolic link's target is the journal every worker appends to
     remove_stale_temporaries(path)
     if not path.exists():
@@ -97,8 +105,8 @@ def repair(path: Path, label: str) -> None:
             elif _torn(fragment):
                 torn.append(fragment)
             else:
-                raise JournalError(f"{label} holds a line that is no Optuna journal entry "
-                                   f"({fragment[:60]!r}...); restore the journal, or give a new file name")
+                raise JournalError(f"{label} holds a line that is no Optuna journal entry ({fragment[:60]!r}...); "
+                                   + what_to_do(default, "restore the journal, or give a new file name"))
     repaired = b"".join(kept)
     if repaired == content:
         return

@@ -117,7 +117,7 @@ class _Marks:
 
     def _read(self, name: str) -> bool:
         if self.storage is None:
-            self.storage = open_storage(str(self.journal))
+            self.storage = open_storage(str(self.journal), default=True)
         try:
             study = self.storage.get_study_id_from_name(name)
         except KeyError:

@@ -120,33 +120,34 @@ def redacted(text: str, url: str | None = None) -> str:
     return text.replace(password, "***") if password else text
 
 
-def open_storage(url: str):
-    """The storage at `url` (any Optuna URL, or a journal file path), opened as workers open it; a
+def open_storage(url: str, default: bool = False):
+    """The storage at `url` (any Optuna URL, or a journal file path; `default`: a device's journal,
+    which the user did not name), opened as workers open it; a
     journal that this process may not write (a read-only file, folder or file system) is opened
     for reading only, unlocked and unrepaired, as Optuna reads one that another process appends to,
     and so is a torn journal on a full disk, where it cannot be repaired."""
     path = Path(url)
     target = path.resolve()  # a symbolic link's target is the journal a repair rewrites
     if "://" not in url and path.is_file() and not (os.access(target, os.W_OK) and os.access(target.parent, os.W_OK)):
-        journal.check(path, url)
-        return _journal_storage(path, ReadOnlyLock(path))
+        journal.check(path, url, default)
+        return _journal_storage(path, ReadOnlyLock(path), default)
     try:
-        return SharedStorage(url, path).storage
+        return SharedStorage(None if default else url, path).storage
     except OSError as error:
         if error.errno != errno.ENOSPC or "://" in url or not path.is_file():
             raise
-        return _journal_storage(path, ReadOnlyLock(path))  # a full disk: read as it is, Optuna skipping a torn tail
+        return _journal_storage(path, ReadOnlyLock(path), default)  # a full disk: read as it is, torn tail skipped
 
 
-def _journal_storage(path: Path, lock) -> optuna.storages.JournalStorage:
+def _journal_storage(path: Path, lock, default: bool = False) -> optuna.storages.JournalStorage:
     """Optuna's storage of the journal at `path`, appending under `lock`; JournalError naming the
-    file if Optuna cannot replay its entries."""
+    file if Optuna cannot replay its entries (`default` as in journal.check)."""
     try:
         return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path), lock_obj=lock))
-    except Exception as error:  # Optuna's errors for entries it cannot replay
-        raise journal.JournalError(f"{path} cannot be read as a study journal ({type(error).__name__}: "
-                                   f"{str(error)[:200]}); restore it from a copy, or give a new file "
-                                   "name") from None
+    except Exception:  # Optuna's errors for entries it cannot replay: its internal assertions and KeyErrors
+        raise journal.JournalError(f"{path} cannot be read as a study journal: Optuna cannot replay its entries; "
+                                   + journal.what_to_do(default, "restore it from a copy, or give a new file name")
+                                   ) from None
 
 
 def _rdb_storage(url: str, heartbeat: int) -> optuna.storages.RDBStorage:
@@ -182,12 +183,12 @@ class SharedStorage:
             path = Path(url) if url else default
             if not url:
                 make_dirs(path.parent)
-            journal.check(path, str(path))
+            journal.check(path, str(path), not url)
             target = path.resolve()  # the locks of a journal reached by two names (a symbolic link) are one
             append_lock = FileLock(target.with_name(target.name + ".flock"))
             with append_lock.held(str(path)):
-                journal.repair(path, str(path))
-            self.storage = _journal_storage(path, append_lock)
+                journal.repair(path, str(path), not url)
+            self.storage = _journal_storage(path, append_lock, not url)
             self.lock = FileLock(target.with_name(target.name + ".claims.lock"))
 
     def _database(self, url: str, heartbeat: int):

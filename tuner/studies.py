@@ -97,7 +97,7 @@ def find_study(root: Path, storage: str | None, name: str | None) -> tuple[optun
         storages, where = {}, str(root / "studies")
         for path in sorted((root / "studies").glob("*.journal")):
             try:
-                storages[str(path)] = open_storage(str(path))
+                storages[str(path)] = open_storage(str(path), default=True)
             except NotAJournal:  # a file of the user's that happens to end in .journal; a damaged journal stops
                 warnings.warn(f"tuner: skipping {path}: it is not a study journal", stacklevel=2)
     found = [(label, summary.study_name) for label, opened in storages.items()
