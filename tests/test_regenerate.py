@@ -276,6 +276,8 @@ def test_a_regeneration_stopped_halfway_is_finished_by_the_next_run(tmp_path, ca
 
     monkeypatch.setattr(tuner.regenerate, "_measure_all", stopped_after_the_first)
     assert _regenerate(tmp_path) == 130
+    assert capsys.readouterr().err.endswith(
+        "\ntuner regenerate: interrupted; what it measured is kept; run the same command to finish\n")
     assert _here(tmp_path).budget.measured == 1
     monkeypatch.setattr(tuner.regenerate, "_measure_all", measure_all)
     capsys.readouterr()

@@ -652,6 +652,16 @@ def test_tuner_replay_refuses_seeds_past_the_last_before_searching(space_file, c
     assert "choose a smaller --seed" in err and err.count("\n") == 1, err
 
 
+def test_an_interrupted_replay_says_that_nothing_is_kept(space_file, capsys, monkeypatch):
+    def interrupted(*arguments):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("tuner.replay.summarize", interrupted)
+    assert main(["replay", str(space_file)]) == 130
+    assert capsys.readouterr().err == ("tuner replay: interrupted; nothing is kept, since the summary needs every "
+                                       "search; a smaller --repeat or --trials ends sooner\n")
+
+
 def test_a_failed_t4_result_needs_no_measurement(tmp_path, space_file):
     path = tmp_path / "bowl_T4.json.gz"
     write_t4(path)

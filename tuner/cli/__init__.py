@@ -165,7 +165,8 @@ def main(argv=None) -> int:
 
 
 def _run(args) -> int:
-    """Run the parsed command: its exit status, a user's mistake said in one line."""
+    """Run the parsed command: its exit status, a user's mistake said in one line, and a stop
+    with what the command keeps (its `on_stop` default, where it sets one)."""
     from ..stopping import Terminated
     from ..storage import redacted
 
@@ -175,7 +176,8 @@ def _run(args) -> int:
         raise
     except KeyboardInterrupt as stop:
         terminated = isinstance(stop, Terminated)
-        print(f"tuner {args.command}: {'terminated (SIGTERM)' if terminated else 'interrupted'}", file=sys.stderr)
+        print(f"tuner {args.command}: {'terminated (SIGTERM)' if terminated else 'interrupted'}"
+              + (f"; {args.on_stop}" if getattr(args, "on_stop", None) else ""), file=sys.stderr)
         return 143 if terminated else 130
     except Exception as error:
         if not is_user_error(error):

@@ -53,4 +53,4 @@ def add_parsers(subparsers) -> None:
     regenerate.add_argument("--seed", type=_seed, default=0, help="seed of the sampler and of the test inputs")
     add_compile_workers(regenerate)
     add_cache_dir(regenerate)
-    regenerate.set_defaults(run=_regenerate)
+    regenerate.set_defaults(run=_regenerate, on_stop="what it measured is kept; run the same command to finish")

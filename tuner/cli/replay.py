@@ -50,4 +50,5 @@ def add_parsers(subparsers) -> None:
                         help="suggestions held running before each is told, as N compile workers hold them; "
                              "at most --trials less 1 count, as a search never measures those held past its budget")
     replay.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    replay.set_defaults(run=_replay)
+    replay.set_defaults(run=_replay, on_stop="nothing is kept, since the summary needs every search; a smaller "
+                                             "--repeat or --trials ends sooner")
