@@ -142,6 +142,28 @@ def test_a_database_in_memory_is_refused_before_anything_is_measured(tmp_path, c
     assert not list(tmp_path.rglob("*.json"))
 
 
+@pytest.mark.parametrize("storage, said", [
+    ("sqlite:/tmp/x.db", "an SQLite URL is sqlite:////ABSOLUTE/PATH or sqlite:///RELATIVE/PATH"),
+    ("sqlite://tmp/x.db", "an SQLite URL is sqlite:////ABSOLUTE/PATH or sqlite:///RELATIVE/PATH"),
+    ("postgres://tuner:secret@127.0.0.1/tuner", "SQLAlchemy names PostgreSQL postgresql, not postgres: give "
+                                                "postgresql://USER@HOST/DATABASE"),
+    ("postgresql:/127.0.0.1/tuner", "a postgresql URL is postgresql://USER@HOST/DATABASE"),
+])
+@pytest.mark.parametrize("given", ["--storage", "TUNER_STORAGE"])
+def test_a_database_url_in_a_form_sqlalchemy_does_not_take_is_refused_naming_the_form(
+        tmp_path, capsys, monkeypatch, storage, said, given):
+    """Not taken for a journal file path, nor passed to SQLAlchemy, whose message names its plugin loader."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TUNER_STORAGE", storage if given == "TUNER_STORAGE" else "")
+    with pytest.raises(SystemExit) as exit:
+        main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir", str(tmp_path),
+              *(["--storage", storage] if given == "--storage" else [])])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and err.count("\n") == 1, err
+    assert f"argument --storage: {'$TUNER_STORAGE: ' if given == 'TUNER_STORAGE' else ''}{said}" in err, err
+    assert "secret" not in err and list(tmp_path.iterdir()) == []
+
+
 def test_devices_shows_the_simulator_fingerprints(capsys):
     assert main(["devices", "--json"]) == 0
     devices = json.loads(capsys.readouterr().out)

@@ -44,12 +44,36 @@ def _path(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+# SQLAlchemy's dialects, and the name of PostgreSQL's that it dropped: "scheme:" before them is a database URL.
+DATABASES = ("sqlite", "postgresql", "postgres", "mysql", "mariadb", "oracle", "mssql")
+
+
+def _misformed_url(text: str) -> str:
+    """Why `text`, a database URL by its scheme, is not one SQLAlchemy takes, with the form it
+    takes (and not the URL itself, which may hold a password); "" if it is, or is no database URL."""
+    scheme, colon, rest = text.partition(":")
+    dialect = scheme.partition("+")[0].lower()
+    if not colon or dialect not in DATABASES:
+        return ""
+    if dialect == "postgres":
+        return "SQLAlchemy names PostgreSQL postgresql, not postgres: give postgresql://USER@HOST/DATABASE"
+    if dialect == "sqlite" and not (rest.startswith("///") or rest == "//"):  # sqlite:// is refused when opened
+        return "an SQLite URL is sqlite:////ABSOLUTE/PATH or sqlite:///RELATIVE/PATH (three slashes, then the path)"
+    if not rest.startswith("//"):
+        return f"a {dialect} URL is {scheme}://USER@HOST/DATABASE"
+    return ""
+
+
 def _storage(text: str) -> str:
     """A storage URL, or a journal file path, with a file's path made absolute (a leading ~
     expanded), so that the records and reports that name it hold wherever they are read. Empty
-    is left empty: the default journal."""
+    is left empty: the default journal. A database URL in a form SQLAlchemy does not take is refused."""
     if not text:
         return text
+    mistake = _misformed_url(text)
+    if mistake:
+        raise argparse.ArgumentTypeError(("$TUNER_STORAGE: " if text == os.environ.get("TUNER_STORAGE") else "")
+                                         + mistake)
     if "://" not in text:
         return os.path.abspath(_path(text))
     if text.startswith("sqlite"):
