@@ -40,6 +40,17 @@ def test_search_writes_an_entry_that_list_shows(tmp_path, capsys, backend):
     assert row["fingerprint"] in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("terminal", [False, True])
+def test_the_progress_bar_is_drawn_on_a_terminal_only(tmp_path, capsys, monkeypatch, terminal):
+    """Its redrawn frames would pile up in a log; the summary lines are there either way."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "2", "--cache-dir",
+                 str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert ("\rstudy: 100%|" in err) == terminal and ("\r" in err) == terminal, err
+    assert "this run: measured 2 (0 failed)" in out and "best: " in out
+
+
 def test_show_given_a_part_of_several_ids_names_them(tmp_path, capsys):
     for backend in ("cuda", "roc"):
         assert main(["search", "--backend", backend, "--simulate", *SMALL, "--trials", "1",

@@ -115,8 +115,9 @@ def _search(args) -> int:
           f"times are {runtime.clock}; study {search.study.study_name!r} in {search.where}"
           f"{' (from $TUNER_STORAGE)' if from_environment else ''} has {counted(search.trial_count(), 'trial')}, "
           f"{measured} measured" + (f" of a budget of {args.trials}" if args.trials else ""), file=sys.stderr)
+    # Drawn on a terminal only: in a log, its redrawn frames would pile up (the summary below says it all).
     bar = tqdm(total=args.trials, initial=min(measured, args.trials or measured), unit="variant", file=sys.stderr,
-               dynamic_ncols=True, desc="study")
+               dynamic_ncols=True, desc="study", **({} if sys.stderr.isatty() else {"disable": True}))
 
     def progress(outcome, measurement, best):
         bar.update(search.measured_count() - bar.n)  # every worker's measurements
