@@ -391,3 +391,36 @@ def test_show_given_a_part_that_a_shipped_record_and_one_of_yours_share_shows_yo
     monkeypatch.setattr("tuner.cache.shipped_dir", lambda: tmp_path / "shipped")
     assert main(["show", "float32-64x64x64", "--cache-dir", str(tmp_path / "user")]) == 0
     assert capsys.readouterr().out.startswith("NVIDIA A100-SXM4-80GB")
+
+
+def test_list_and_show_take_the_users_record_before_a_newer_shipped_one_of_its_fingerprint(tmp_path, capsys,
+                                                                                            monkeypatch):
+    """Only a record of another fingerprint supersedes one: the user's was 'superseded by' its own fingerprint."""
+    from tuner.cli import main
+
+    device, problem = describe_simulator("cuda"), Problem(16, 16, 16)
+    for root, month in ((tmp_path / "user", 1), (tmp_path / "shipped", 2)):
+        cache.write_record(cache.record_path(root, device.slug, problem.key), make_record(
+            device, problem, [(CONFIGS[0], 1.0)], finished=f"2026-0{month}-01T00:00:00+00:00"))
+    monkeypatch.setattr("tuner.cache.shipped_dir", lambda: tmp_path / "shipped")
+    assert main(["list", "--cache-dir", str(tmp_path / "user")]) == 0
+    assert [line.split("]  ")[1] for line in capsys.readouterr().out.splitlines()] == [
+        "current", "shadowed by your record of the same id"]
+    assert main(["show", f"{device.slug}/{problem.key}", "--cache-dir", str(tmp_path / "user")]) == 0
+    out, err = capsys.readouterr()
+    assert " to 2026-01-01T00:00:00+00:00\n" in out and err == ""
+
+
+def test_list_and_show_take_the_latest_moment_as_the_newest_not_the_greatest_string(tmp_path, capsys):
+    """Times with another offset, or none (taken as UTC), as a hand edit may leave them."""
+    from tuner.cli import main
+
+    problem, newest = Problem(16, 16, 16), dataclasses.replace(H100, driver="newer")
+    for device, finished in ((H100, "2026-03-01T01:00:00+05:00"), (newest, "2026-02-28T22:00:00")):
+        cache.write_record(cache.record_path(tmp_path, device.slug, problem.key), dataclasses.replace(
+            make_record(device, problem, [(CONFIGS[0], 1.0)]), finished=finished))
+    assert main(["list", "--json", "--cache-dir", str(tmp_path)]) == 0
+    assert {row["fingerprint"]: row["status"] for row in json.loads(capsys.readouterr().out)} == {
+        newest.fingerprint: "current", H100.fingerprint: "superseded"}
+    assert main(["show", problem.key, "--cache-dir", str(tmp_path)]) == 0
+    assert f"fingerprint {newest.fingerprint};" in capsys.readouterr().out

@@ -372,7 +372,8 @@ def test_show_after_a_regenerate_shows_the_new_record_of_the_product_and_names_t
     out, err = capsys.readouterr()
     assert f"fingerprint {OLD_TEMPLATES.fingerprint};" in out
     assert err == (f"tuner: note: superseded by {HERE.slug}/float32-16x16x16, a newer record of its product on this "
-                   "GPU model, which tuner.matmul uses unless this machine's fingerprint is this record's\n")
+                   "GPU model: tuner.matmul uses the record of the machine's own fingerprint where there is one, "
+                   "else the newest that passes verification there\n")
 
 
 def test_list_after_regenerates_marks_the_newest_record_of_each_product_current_and_the_older_superseded(

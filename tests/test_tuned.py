@@ -92,17 +92,45 @@ def test_under_other_software_a_runner_up_serves_when_the_best_fails_verificatio
 
 def test_of_a_shapes_records_under_other_software_the_newest_serves(cache_dir):
     """One per software version, as each `tuner regenerate` under new code leaves them; the oldest
-    used to serve where its fingerprint sorted first."""
+    used to serve where its fingerprint sorted first. The newest has the middle slug."""
     versions = sorted((dataclasses.replace(OTHER_SOFTWARE, software={**OTHER_SOFTWARE.software, "templates": name})
                        for name in "abc"), key=lambda device: device.slug)
     paths = [cache.record_path(cache_dir, device.slug, "float32-16x16x16") for device in versions]
-    for path, device, config, month in zip(paths, versions, (SMALL, Config(), LARGE), (1, 2, 3)):
+    for path, device, config, month in zip(paths, versions, (SMALL, LARGE, Config()), (1, 3, 2)):
         cache.write_record(path, make_record(device, Problem(16, 16, 16), [(config, 5.0)],
                                              finished=f"2026-0{month}-01T00:00:00+00:00"))
     with pytest.warns(tuner.OtherSoftwareWarning) as caught:
         kernel = tuner.get_kernel(16, 16, 16)
-    assert (kernel.config, kernel.record) == (LARGE, paths[2])
-    assert len(caught) == 1 and str(caught[0].message).startswith(f"tuner: {paths[2]} was tuned")
+    assert (kernel.config, kernel.record) == (LARGE, paths[1])
+    assert len(caught) == 1 and str(caught[0].message).startswith(f"tuner: {paths[1]} was tuned")
+
+
+def test_the_newest_is_the_latest_moment_not_the_greatest_string(cache_dir):
+    """Times with another offset, or none (taken as UTC), as a hand edit may leave them."""
+    versions = [dataclasses.replace(OTHER_SOFTWARE, software={**OTHER_SOFTWARE.software, "templates": name})
+                for name in "abc"]
+    moments = ("2026-03-01T01:00:00+05:00", "2026-02-28T22:00:00", "2026-02-28T21:00:00+00:00")  # the 2nd is newest
+    paths = [cache.record_path(cache_dir, device.slug, "float32-16x16x16") for device in versions]
+    for path, device, config, finished in zip(paths, versions, (SMALL, LARGE, Config()), moments):
+        cache.write_record(path, dataclasses.replace(make_record(device, Problem(16, 16, 16), [(config, 5.0)]),
+                                                     finished=finished))
+    with pytest.warns(tuner.OtherSoftwareWarning):
+        kernel = tuner.get_kernel(16, 16, 16)
+    assert (kernel.config, kernel.record) == (LARGE, paths[1])
+
+
+@pytest.mark.parametrize("device", [HERE, OTHER_SOFTWARE], ids=["this-fingerprint", "other-software"])
+def test_the_users_record_serves_before_a_newer_shipped_one_of_its_fingerprint(cache_dir, monkeypatch, device):
+    """The user's records come before the shipped ones; a newer shipped record of the same fingerprint served."""
+    monkeypatch.setattr("tuner.cache.shipped_dir", lambda: cache_dir / "shipped")
+    paths = [cache.record_path(root, device.slug, "float32-16x16x16") for root in (cache_dir, cache_dir / "shipped")]
+    for path, config, month in zip(paths, (SMALL, LARGE), (1, 2)):
+        cache.write_record(path, make_record(device, Problem(16, 16, 16), [(config, 5.0)],
+                                             finished=f"2026-0{month}-01T00:00:00+00:00"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tuner.OtherSoftwareWarning)
+        kernel = tuner.get_kernel(16, 16, 16)
+    assert (kernel.config, kernel.record) == (SMALL, paths[0])
 
 
 def test_this_fingerprint_is_preferred_to_a_nearer_shape_under_other_software(cache_dir):

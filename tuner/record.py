@@ -121,6 +121,12 @@ class Record:
         return self.device.fingerprint
 
     @property
+    def finished_at(self) -> datetime:
+        """When its search finished, to order records by: a time without an offset is taken as UTC."""
+        moment = datetime.fromisoformat(self.finished)
+        return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+    @property
     def family(self) -> str:
         """The kernel family its configurations are of (its problem's)."""
         return self.problem.family

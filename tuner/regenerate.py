@@ -149,7 +149,7 @@ def _regenerate_one(search: Search, records: list[Record], current: list[Record]
     same_gpu = [found for found in records if found.device.model == device.model and found not in current]
     details = []
     if same_gpu:
-        newest = max(same_gpu, key=lambda found: found.finished)
+        newest = max(same_gpu, key=lambda found: found.finished_at)
         changed = f"software: {', '.join(software_changes(newest.device, device)) or 'other versions'}"
         say(f"{file_stem(problem)}: re-verifying what was tuned on this GPU; {changed}")
         passed, details = _reverify(search, newest, workers)

@@ -119,10 +119,13 @@ class Library:
         options = f" --cache-dir {shlex.quote(str(root.absolute()))}" if named else ""
         device, simulate = runtime.device, " --simulate" if runtime.simulated else ""
         catalog = cache.Catalog.read(root)
-        skipped, choices = [str(error) for error in catalog.skipped], []
-        for stored in catalog.select(model=device.model):
+        skipped, choices, usable = [str(error) for error in catalog.skipped], [], set()
+        for stored in catalog.select(model=device.model):  # the user's first: a shipped one of the same id gives way
             valid = stored.record.valid_configs()
+            if stored.shipped and stored.id in usable:
+                continue
             if valid:
+                usable.add(stored.id)
                 # Under other software each ranked configuration is a choice, tried in turn until one
                 # passes verification here; under this fingerprint the best is the choice.
                 other_software = stored.record.fingerprint != device.fingerprint
@@ -158,10 +161,10 @@ class Library:
         records there, one per software version, the newest first (as `tuner show` shows it), its
         configurations in their rank."""
         for other_software in (False, True):
-            candidates = sorted((choice for choice in self.choices if choice.other_software == other_software
-                                 and choice.tuned_for.family == problem.family
-                                 and choice.tuned_for.dtype == problem.dtype),
-                                key=lambda choice: choice.record.finished, reverse=True)
+            candidates = [choice for choice in self.choices if choice.other_software == other_software
+                          and choice.tuned_for.family == problem.family and choice.tuned_for.dtype == problem.dtype]
+            if other_software:
+                candidates.sort(key=lambda choice: choice.record.finished_at, reverse=True)
             candidates.sort(key=lambda choice: problem.distance(choice.tuned_for))  # stable: the newest first
             for choice in candidates:
                 if not other_software or self._verified(space, choice):

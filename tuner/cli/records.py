@@ -60,30 +60,42 @@ def _product_on_gpu(stored: cache.Stored) -> tuple:
     return stored.record.family, stored.record.problem, json.dumps(stored.record.device.model, sort_keys=True)
 
 
-def _newest(records: list[cache.Stored]) -> dict[tuple, cache.Stored]:
-    """The newest record that tuner.matmul can use (one configuration breaking no rule) of each
-    product on each GPU model: the one it uses under software of no record's fingerprint."""
-    newest = {}
-    for stored in records:
+def _used(records: list[cache.Stored]) -> dict[tuple, cache.Stored]:
+    """The record tuner.matmul uses of each product on each GPU model under each fingerprint: of
+    those it can use (one configuration breaking no rule), the user's before the shipped one."""
+    used = {}
+    for stored in records:  # the user's first
         if stored.record.valid_configs():
-            key = _product_on_gpu(stored)
-            newest[key] = max(newest.get(key, stored), stored, key=lambda found: found.record.finished)
+            used.setdefault((*_product_on_gpu(stored), stored.record.fingerprint), stored)
+    return used
+
+
+def _newest(used: dict[tuple, cache.Stored]) -> dict[tuple, cache.Stored]:
+    """Of each product on each GPU model, the newest of the `used` records: the one tuner.matmul
+    uses under software of no record's fingerprint."""
+    newest = {}
+    for (*product, _), stored in used.items():
+        key = tuple(product)
+        newest[key] = max(newest.get(key, stored), stored, key=lambda found: found.record.finished_at)
     return newest
 
 
-def _row(stored: cache.Stored, newest: cache.Stored) -> dict:
-    """One record as `tuner list` shows it, given the newest usable one of its product on its GPU model."""
+def _row(stored: cache.Stored, used: dict[tuple, cache.Stored], newest: dict[tuple, cache.Stored]) -> dict:
+    """One record as `tuner list` shows it, given the `used` records and the `newest` of each
+    product on each GPU model."""
     record = stored.record
     data = record.as_dict()
     rank, rule = _serving(record)
-    newer = newest if rank is not None and newest is not stored else None
+    product = _product_on_gpu(stored)
+    shadowed = rank is not None and used[(*product, record.fingerprint)] is not stored
+    newer = newest[product] if rank is not None and not shadowed and newest[product] is not stored else None
     return {"id": stored.id, "source": "shipped" if stored.shipped else "user", "fingerprint": record.fingerprint,
             "device": record.device.name, "backend": record.device.backend, "arch": record.device.arch,
             "simulated": record.device.simulated, "family": record.family, "problem": data["problem"],
             "clock": record.clock, "gflops": record.best.measurement.gflops,
             "fraction_of_peak": record.best.measurement.fraction_of_peak, "config": data["best"]["config"],
             "budget": data["budget"], "searched": data["searched"],
-            "status": "unusable" if rank is None else "superseded" if newer else "current",
+            "status": "unusable" if rank is None else "shadowed" if shadowed else "superseded" if newer else "current",
             "superseded_by": newer and newer.id, "best_breaks": rule or None,
             "serves": None if rank is None else {"rank": rank, "config": record.configs[rank].as_dict(),
                                                  "gflops": record.ranked[rank].measurement.gflops}}
@@ -94,15 +106,17 @@ def _status(row: dict, fingerprints: dict[str, str]) -> str:
     if row["status"] == "unusable":
         return (f"unusable: every configuration breaks a rule (its best: {row['best_breaks']}); "
                 "tuner regenerate re-tunes it")
-    status = f"superseded by {fingerprints[row['superseded_by']]}" if row["superseded_by"] else "current"
+    status = (f"superseded by {fingerprints[row['superseded_by']]}" if row["superseded_by"] else
+              "shadowed by your record of the same id" if row["status"] == "shadowed" else "current")
     rank = row["serves"]["rank"]
     return f"{status}, runner-up {rank} serves (its best breaks a rule: {row['best_breaks']})" if rank else status
 
 
 def _list(args) -> int:
     records = _records(args)
-    newest = _newest(records)
-    rows = [_row(stored, newest.get(_product_on_gpu(stored), stored)) for stored in records]
+    used = _used(records)
+    newest = _newest(used)
+    rows = [_row(stored, used, newest) for stored in records]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -123,7 +137,7 @@ def _show(args) -> int:
     named = [stored for stored in matches if stored.id == args.record] or matches
     chosen = [stored for stored in named if not stored.shipped] or named  # the user's before the shipped ones
     if chosen and _one_product_on_one_gpu(chosen):
-        stored = max(chosen, key=lambda found: found.record.finished)
+        stored = max(chosen, key=lambda found: found.record.finished_at)
         record = stored.record
         if len(chosen) > 1:
             print(f"tuner: note: {len(chosen)} records of {file_stem(record.problem)} on {record.device.name}, one per "
@@ -133,10 +147,11 @@ def _show(args) -> int:
         raise ValueError(f"{len(matches)} records match {args.record!r} ({_ids(matches)}); give a longer part of one")
     else:
         raise ValueError(f"no record matches {args.record!r}; `tuner list` shows the ids")
-    newest = _newest(records).get(_product_on_gpu(stored), stored)
+    newest = _newest(_used(records)).get(_product_on_gpu(stored), stored)
     if newest is not stored and record.valid_configs():
-        print(f"tuner: note: superseded by {newest.id}, a newer record of its product on this GPU model, which "
-              "tuner.matmul uses unless this machine's fingerprint is this record's", file=sys.stderr)
+        print(f"tuner: note: superseded by {newest.id}, a newer record of its product on this GPU model: "
+              "tuner.matmul uses the record of the machine's own fingerprint where there is one, else the "
+              "newest that passes verification there", file=sys.stderr)
     heading, config, source = _source(record) if args.source else (None, None, None)
     data = record.as_dict()
     if args.json:
