@@ -445,3 +445,25 @@ def test_a_kernel_compiled_under_another_setting_has_a_file_and_so_a_numba_cache
     assert done.returncode == 0, done.stderr
     default = option == "opt"
     assert done.stdout.split() == ["True", str(default), str(not default)]
+
+
+_LOAD_THEN_COUNT = """
+import sys
+from pathlib import Path
+from tuner import kernel, resources
+from tuner.backends import CUDA
+from tuner.space import Space
+space = Space.of(CUDA, "float32")
+kernel.load(space, space.default(), Path(sys.argv[1]))
+resources._kernel_function(space, space.default(), Path(sys.argv[1]))
+print(*sorted(path.name for path in Path(sys.argv[1]).glob("matmul_*.py")))
+"""
+
+
+def test_a_resource_count_uses_the_file_of_the_kernel_that_load_wrote(tmp_path):
+    """The count named its file for the source alone: a second file of the same kernel, beside load's."""
+    env = {name: text for name, text in os.environ.items() if name != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run([sys.executable, "-c", _LOAD_THEN_COUNT, str(tmp_path / "kernels")], capture_output=True,
+                          text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.split()) == 1, done.stdout

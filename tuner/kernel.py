@@ -394,7 +394,11 @@ class Kernel:
 def load(space: Space, config: Tiling, directory: Path | None = None) -> Kernel:
     """Render, write and import the kernel for `config` in `space` (kernel files in `directory`,
     by default kernel_dir()), named for the backend's compile settings too (none on the simulator)."""
-    simulated = simulator.simulating()
-    settings = {} if simulated else space.backend.compile_settings()
-    module = import_source(render(space, config, simulated=simulated), space.backend.module, directory, settings)
+    source = render(space, config, simulated=simulator.simulating())
+    module = import_source(source, space.backend.module, directory, file_settings(space))
     return Kernel(space, config, Path(module.__file__), module.matmul)
+
+
+def file_settings(space: Space) -> dict[str, str]:
+    """The compile settings a kernel file of `space` is named for: its backend's, none on the simulator."""
+    return {} if simulator.simulating() else space.backend.compile_settings()

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import sass, simulator
 from .config import Tiling
 from .disk import scratch_folder
-from .kernel import import_source, kernel_dir, private_dir
+from .kernel import file_settings, import_source, kernel_dir, private_dir
 from .source import launch_bounds_of, render
 from .space import Space
 
@@ -92,7 +92,7 @@ def _countable(space: Space) -> None:
 def _kernel_function(space: Space, config: Tiling, directory: Path | None):
     """The Python function of `config`'s kernel, for Numba's compiler (not the simulator)."""
     _countable(space)
-    return import_source(render(space, config), space.backend.module, directory).matmul.py_func
+    return import_source(render(space, config), space.backend.module, directory, file_settings(space)).matmul.py_func
 
 
 def compile_ptx(space: Space, config: Tiling, arch: tuple[int, int] = ARCH,
