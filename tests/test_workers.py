@@ -19,8 +19,8 @@ from tuner.cli import search as search_command
 from tuner.cli.search import worker_command
 from tuner.launch import python_module
 from tuner.runtime import NoGPU
-from tuner.stopping import PARENT
-from tuner.workers import pinned_environment
+from tuner.stopping import PARENT, Terminated, shielded
+from tuner.workers import pinned_environment, run_workers
 
 SMALL = ["--shape", "16", "16", "16"]
 BUDGET = 8
@@ -200,6 +200,20 @@ def test_a_stop_as_the_workers_start_stops_each_of_them_cleanly(tmp_path, stop):
     assert parent.returncode == (130 if stop == signal.SIGINT else 143) and "Traceback" not in err, err
     assert all(f"[cuda {device}] tuner search: interrupted" in err for device in (0, 1)), err
     assert _workers_of(tmp_path) == []
+
+
+@pytest.mark.parametrize("stop, status", [(KeyboardInterrupt, 130), (Terminated, 143)], ids=["ctrl-c", "sigterm"])
+def test_a_stop_before_the_workers_start_starts_none(tmp_path, monkeypatch, stop, status):
+    """One taken before the start is shielded: the next pass of the wait loop started them all."""
+    def stopped_once():
+        monkeypatch.setattr("tuner.workers.shielded", shielded)
+        raise stop
+
+    monkeypatch.setattr("tuner.workers.shielded", stopped_once)
+    started = tmp_path / "started"
+    command = [sys.executable, "-c", f"open({str(started)!r}, 'a').write('a worker ran\\n')"]
+    assert run_workers(command, CUDA, [0, 1]) == status
+    assert not started.exists()
 
 
 @pytest.mark.parametrize("devices, message", [

@@ -106,30 +106,37 @@ def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int
     # which hands each worker exactly one SIGINT: they keep what they measured and exit 130.
     # A second Ctrl-C kills them; the study and the cache survive that too.
     signals = [signal.SIGINT, signal.SIGKILL]
+
+    def stop(error: KeyboardInterrupt) -> None:
+        nonlocal interrupted, terminated
+        interrupted, terminated = True, terminated or isinstance(error, Terminated)
+        sent = signals.pop(0) if signals else signal.SIGKILL
+        for _, worker, _ in workers:
+            if worker.poll() is None:
+                worker.send_signal(sent)
+
+    try:
+        # A stop while they start is taken once all have, and each holds it (the mask it inherits)
+        # until it can stop cleanly (stopping.follow_parent); one before that starts none.
+        with shielded():
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+            try:
+                workers = [(device, *_start(command, backend, device)) for device in devices]
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        print(f"tuner search: {counted(len(workers), 'worker')} started, pinned with {backend.visible_devices}; "
+              "Ctrl-C stops them all", file=sys.stderr)
+    except KeyboardInterrupt as error:
+        stop(error)
     while True:
         try:
-            if not workers:
-                # A stop while they start is taken once all have, and each holds it (the mask it
-                # inherits) until it can stop cleanly (stopping.follow_parent).
-                with shielded():
-                    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
-                    try:
-                        workers = [(device, *_start(command, backend, device)) for device in devices]
-                    finally:
-                        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-                print(f"tuner search: {counted(len(workers), 'worker')} started, pinned with "
-                      f"{backend.visible_devices}; Ctrl-C stops them all", file=sys.stderr)
             for _, worker, relays in workers:
                 worker.wait()
                 for relay in relays:
                     relay.join()
             break
-        except KeyboardInterrupt as stop:
-            interrupted, terminated = True, terminated or isinstance(stop, Terminated)
-            sent = signals.pop(0) if signals else signal.SIGKILL
-            for _, worker, _ in workers:
-                if worker.poll() is None:
-                    worker.send_signal(sent)
+        except KeyboardInterrupt as error:
+            stop(error)
     signal.signal(signal.SIGTERM, previous)
     failed = {device: worker.returncode for device, worker, _ in workers if worker.returncode != 0}
     if interrupted:
