@@ -101,14 +101,7 @@ class Space:
 
     def domains(self) -> dict[str, tuple]:
         """Each parameter's possible values on this backend."""
-        domains = dict(DOMAINS)
-        if not self.backend.max_registers:
-            domains["max_registers"] = (0,)
-        if not self.backend.launch_bounds:
-            domains["min_blocks"] = (0,)
-        if not self.backend.shared_alignment:
-            domains["vector_fragments"] = (False,)
-        return domains
+        return {**DOMAINS, **{name: (value,) for name, value in self.backend.fixed.items()}}
 
     def shared_memory(self, config: Config) -> int:
         """Bytes of shared memory the A and B tiles take, padding and second buffers included."""

@@ -49,8 +49,8 @@ class Backend:
 
     @property
     def fixed(self) -> dict:
-        """The parameters its compiler lacks, with the one value its kernels then take (Space
-        refuses any other): not printed where they hold it (Tiling.shown)."""
+        """The parameters its compiler lacks, with the one value its kernels then take (their only
+        one in Space.domains): not printed where they hold it (Tiling.shown)."""
         return {name: value for name, value, supported in (
             ("max_registers", 0, self.max_registers), ("min_blocks", 0, self.launch_bounds),
             ("vector_fragments", False, self.shared_alignment)) if not supported}
