@@ -181,7 +181,7 @@ def test_show_source_prints_the_kernel_that_matmul_runs_where_the_best_breaks_a_
     out = capsys.readouterr().out
     runner_up = cache.read_record(path).runners_up[0].config
     assert out.endswith(render(Space.of(get_backend("cuda"), "float32"), runner_up))
-    assert "# the kernel of its best configuration valid in this version's space, which tuner.matmul runs" in out
+    assert "# the kernel of runner-up 1, which tuner.matmul runs (its best breaks a rule: " in out
     assert main(["show", cache.record_id(root, path), "--source", "--json", "--cache-dir", str(root)]) == 0
     assert json.loads(capsys.readouterr().out)["source_config"] == runner_up.as_dict()
     for entry in data["runners_up"]:

@@ -196,20 +196,20 @@ def _one_product_on_one_gpu(records: list[cache.Stored]) -> bool:
 
 
 def _source(record: Record) -> tuple[str, Tiling, str]:
-    """What tuner.matmul runs from a record, its best configuration valid in this version's space:
-    said in a line, the configuration, and its kernel source rendered from the installed templates."""
+    """What tuner.matmul runs from a record (_serving): said in a line, the configuration, and its
+    kernel source rendered from the installed templates."""
     from ..source import render
     from ..space import Space
 
-    space = Space.of(get_backend(record.device.backend), record.problem.dtype, record.family)
-    valid = record.valid_configs()
-    if not valid:
+    rank, rule = _serving(record)
+    if rank is None:
         raise ValueError(f"none of the record's configurations is valid in this version's space (its best: "
-                         f"{space.broken_rules(record.best.config)[0]}); `tuner regenerate` re-tunes its product")
-    if valid[0] == record.best.config:
-        return "the best configuration's kernel", valid[0], render(space, valid[0])
-    return (f"the kernel of its best configuration valid in this version's space, which tuner.matmul runs (its best "
-            f"breaks a rule: {space.broken_rules(record.best.config)[0]})"), valid[0], render(space, valid[0])
+                         f"{rule}); `tuner regenerate` re-tunes its product")
+    heading = (f"the kernel of runner-up {rank}, which tuner.matmul runs (its best breaks a rule: {rule})" if rank
+               else "the best configuration's kernel")
+    config = record.configs[rank]
+    return heading, config, render(Space.of(get_backend(record.device.backend), record.problem.dtype, record.family),
+                                   config)
 
 
 def add_parsers(subparsers) -> None:
@@ -224,5 +224,6 @@ def add_parsers(subparsers) -> None:
     add_cache_dir(show)
     show.add_argument("--json", action="store_true", help="print the record as JSON")
     show.add_argument("--source", action="store_true",
-                      help="also print the best configuration's kernel source, rendered from the installed templates")
+                      help="also print the kernel source of the configuration tuner.matmul runs (the best, unless it "
+                           "breaks a rule of this version's space), rendered from the installed templates")
     show.set_defaults(run=_show)
