@@ -39,6 +39,17 @@ def postgres_server():
 
 
 @pytest.fixture
+def numba_env():
+    """A monkeypatch for the NUMBA_ variables numba's config reads (compile_settings reloads it):
+    after the test the environment is restored, then the config reloaded from it."""
+    from numba.core import config
+
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+    config.reload_config()  # it reloads where the environment differs from the one it last read
+
+
+@pytest.fixture
 def postgres_url(postgres_server) -> str:
     """The URL of a new, empty PostgreSQL database."""
     return postgres_server.database()

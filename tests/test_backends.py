@@ -94,17 +94,17 @@ def _fake_numba_hip(monkeypatch) -> types.ModuleType:
     return hip
 
 
-def test_a_setting_that_changes_numba_hips_kernels_changes_the_fingerprint(monkeypatch):
+def test_a_setting_that_changes_numba_hips_kernels_changes_the_fingerprint(monkeypatch, numba_env):
     """numba-hip reads NUMBA_HIP_MIDEND_OPT once, at import, and Numba's NUMBA_CUDA_DEBUGINFO at
     each jit; its kernels' optimisation level follows neither NUMBA_OPT nor NUMBA_HIP_OPT_LEVEL."""
     for name in ("NUMBA_OPT", "NUMBA_CUDA_DEBUGINFO", "NUMBA_HIP_OPT_LEVEL"):
-        monkeypatch.delenv(name, raising=False)
+        numba_env.delenv(name, raising=False)
     hip = _fake_numba_hip(monkeypatch)
     before = ROC.describe(hip)
-    monkeypatch.setenv("NUMBA_OPT", "0")
-    monkeypatch.setenv("NUMBA_HIP_OPT_LEVEL", "1")
+    numba_env.setenv("NUMBA_OPT", "0")
+    numba_env.setenv("NUMBA_HIP_OPT_LEVEL", "1")
     assert ROC.describe(hip).fingerprint == before.fingerprint
-    monkeypatch.setenv("NUMBA_CUDA_DEBUGINFO", "1")
+    numba_env.setenv("NUMBA_CUDA_DEBUGINFO", "1")
     monkeypatch.setattr(sys.modules["numba.hip.hipconfig"], "ENABLE_MIDEND_OPT", True)
     after = ROC.describe(hip)
     assert after.model == before.model and devices.software_changes(before, after) == [

@@ -104,32 +104,33 @@ def test_another_build_of_the_compilers_numba_cuda_loads_changes_the_fingerprint
 
 @pytest.mark.parametrize("variable, value, change", [("NUMBA_OPT", "0", "NUMBA_OPT 3 -> 0"),
                                                      ("NUMBA_CUDA_DEBUGINFO", "1", "NUMBA_CUDA_DEBUGINFO 0 -> 1")])
-def test_a_setting_that_changes_numba_cudas_kernels_changes_the_fingerprint(monkeypatch, variable, value, change):
+def test_a_setting_that_changes_numba_cudas_kernels_changes_the_fingerprint(monkeypatch, numba_env, variable, value,
+                                                                             change):
     """They change no version: a record tuned under another is verified again, the setting named."""
     for name in ("NUMBA_OPT", "NUMBA_CUDA_DEBUGINFO"):
-        monkeypatch.delenv(name, raising=False)
+        numba_env.delenv(name, raising=False)
     before = _describe_gpu(monkeypatch, {})
-    monkeypatch.setenv(variable, value)
+    numba_env.setenv(variable, value)
     after = _describe_gpu(monkeypatch, {})
     assert after.model == before.model and devices.software_changes(before, after) == [change]
 
 
-def test_numba_cudas_settings_are_kept_at_the_values_its_kernels_are_compiled_under(monkeypatch):
+def test_numba_cudas_settings_are_kept_at_the_values_its_kernels_are_compiled_under(monkeypatch, numba_env):
     """Any NUMBA_OPT but 0 is NVVM's -opt=3; NUMBA_CUDA_ENABLE_NRT is read once, into the config."""
     from numba.cuda.core import config
 
-    monkeypatch.delenv("NUMBA_OPT", raising=False)
+    numba_env.delenv("NUMBA_OPT", raising=False)
     before = _describe_gpu(monkeypatch, {})
-    monkeypatch.setenv("NUMBA_OPT", "2")
+    numba_env.setenv("NUMBA_OPT", "2")
     assert _describe_gpu(monkeypatch, {}).fingerprint == before.fingerprint
     monkeypatch.setattr(config, "CUDA_ENABLE_NRT", True)
     assert devices.software_changes(before, _describe_gpu(monkeypatch, {})) == ["NUMBA_CUDA_ENABLE_NRT 0 -> 1"]
 
 
-def test_numba_cudas_settings_are_read_under_numbas_built_in_numba_cuda_too(monkeypatch):
+def test_numba_cudas_settings_are_read_under_numbas_built_in_numba_cuda_too(monkeypatch, numba_env):
     """Numba's built-in numba.cuda has no numba.cuda.core: its settings are numba's own config."""
     monkeypatch.setitem(sys.modules, "numba.cuda.core", None)  # an import of it fails
-    monkeypatch.setenv("NUMBA_OPT", "0")
+    numba_env.setenv("NUMBA_OPT", "0")
     assert CUDA.compile_settings()["NUMBA_OPT"] == "0"
 
 
