@@ -161,12 +161,9 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
             return {}
         options = self.options
         seen, scores, measured, unfinished, invalid, unmeasured_in_a_row = set(), {}, 0, set(), 0, 0
-        from_queue, queued = set(), 0  # the configurations that came off the queue; the queued complete trials
         wasted = False  # whether TPE's turn has ended early, its proposals mostly invalid
         best, since_best = -np.inf, 0  # the best measured score, and how many measured since it
         for other in study.get_trials(deepcopy=False, states=_SEEN):
-            enqueued = "fixed_params" in other.system_attrs  # Optuna's mark of a trial taken off the queue
-            queued += other.state == TrialState.COMPLETE and enqueued
             if other.state == TrialState.COMPLETE and not self.counts(other):
                 continue
             point, score = self.finished.get(other.number) or self._outcome(study, other)
@@ -176,8 +173,6 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
                     unfinished.add(point)
                 elif score > -np.inf or self.grid.valid(point):  # an invalid suggestion (TPE's) tells nothing here
                     scores[point] = max(score, scores.get(point, -np.inf))
-                    if enqueued:
-                        from_queue.add(point)
             if other.state == TrialState.COMPLETE:
                 was_measured = is_measured(other)
                 measured += was_measured
@@ -187,22 +182,21 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
                 invalid += point is None or not self.grid.valid(point)
                 wasted = wasted or invalid > options.turn_waste * max(len(scores), options.startup)
         turn = measured < options.tpe_first and not wasted
-        drawn = len(scores.keys() - from_queue)  # queued configurations do not shorten the random start
         if turn and unmeasured_in_a_row < options.stall:
-            gaussian = (options.turn_gp_share and drawn >= options.startup
+            gaussian = (options.turn_gp_share and len(scores) >= options.startup
                         and self.rng.random() < options.turn_gp_share
                         and self._gaussian_process(*_ranked(scores), seen))
             if gaussian:
                 return self.grid.params(gaussian[0])
-            proposal = self._tpe_sampler(queued).sample_relative(study, trial, search_space)
+            proposal = self._tpe_sampler().sample_relative(study, trial, search_space)
             if not proposal:
                 return {}  # TPE's random start: a draw from the whole product (sample_independent)
             if self.grid.point(proposal) not in unfinished:  # one running would wait for its measurement
                 return proposal
-        if drawn < options.startup or turn:  # the random start, TPE's too
+        if len(scores) < options.startup or turn:  # the random start, TPE's too
             candidates = self.grid.anywhere(seen, 1, self.rng)
         elif (options.tpe_share and self.rng.random() < options.tpe_share
-              and (proposal := self._tpe(study, trial, search_space, seen, queued))):
+              and (proposal := self._tpe(study, trial, search_space, seen))):
             candidates = [proposal]
         else:
             ranked, values = _ranked(scores)
@@ -261,26 +255,20 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
                                            self.options.gp_length)
         return [tuple(int(index) for index in candidates[int(np.argmax(improvement))])]
 
-    def _tpe_sampler(self, queued: int = 0) -> optuna.samplers.TPESampler:
-        """Optuna's multivariate TPE, seeded as this sampler, made on its first use, with the
-        options' `startup` random trials after the `queued` complete trials that came off the
-        queue: Optuna counts every complete trial towards its random start, so its count is set
-        before each call (Optuna 5's TPESampler reads its private `_n_startup_trials` on each;
-        rebuilding it instead would restart its seeded random numbers)."""
+    def _tpe_sampler(self) -> optuna.samplers.TPESampler:
+        """Optuna's multivariate TPE, seeded as this sampler, with the options' `startup` random
+        trials; made on its first use."""
         if self.tpe is None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 self.tpe = optuna.samplers.TPESampler(seed=self.seed, multivariate=True,
                                                       n_startup_trials=self.options.startup)
-            if getattr(self.tpe, "_n_startup_trials", None) != self.options.startup:
-                raise RuntimeError("this Optuna's TPESampler keeps no _n_startup_trials to set for each call")
-        self.tpe._n_startup_trials = self.options.startup + queued
         return self.tpe
 
-    def _tpe(self, study, trial, search_space: dict, seen: set, queued: int = 0) -> tuple | None:
+    def _tpe(self, study, trial, search_space: dict, seen: set) -> tuple | None:
         """The first of the options' tpe_tries proposals of Optuna's multivariate TPE that is unseen and valid."""
         for _ in range(self.options.tpe_tries):
-            point = self.grid.point(self._tpe_sampler(queued).sample_relative(study, trial, search_space))
+            point = self.grid.point(self._tpe_sampler().sample_relative(study, trial, search_space))
             if point is not None and point not in seen and self.grid.valid(point):
                 return point
         return None
