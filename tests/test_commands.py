@@ -477,3 +477,48 @@ def test_a_search_of_another_study_says_once_that_its_record_replaces_the_cached
     assert capsys.readouterr().err.count(said) == 1
     assert main([*args, "--trials", "3", "--study", "other"]) == 0
     assert "replaces the cache record" not in capsys.readouterr().err  # its own record now: nothing to say
+
+
+def _held_record(tmp_path, capsys) -> tuple[list[str], int]:
+    """The arguments of a search of another study than the one whose record the cache holds, and the
+    record's configurations."""
+    args = ["search", "--backend", "cuda", "--simulate", *SMALL, "--cache-dir", str(tmp_path)]
+    assert main([*args, "--trials", "3"]) == 0
+    capsys.readouterr()
+    return [*args, "--study", "other"], len(cache.read_record(next(tmp_path.glob("records/*/*.json"))).ranked)
+
+
+def test_a_study_with_no_variant_passed_exits_1_though_another_studys_record_is_held(tmp_path, capsys, monkeypatch):
+    import tuner.search
+    from tuner import record
+    from tuner.measure import Measured
+
+    args, _ = _held_record(tmp_path, capsys)
+    monkeypatch.setattr(tuner.search, "measure", lambda runtime, *_: Measured(
+        record.Measurement("verify", "wrong result (forced)", clock=runtime.clock)))
+    assert main([*args, "--trials", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "no variant has passed verification yet: nothing cached" in out and "is kept until" not in out, out
+
+
+def test_the_kept_records_advice_counts_the_configurations_queued_before_its_own(tmp_path, capsys):
+    """A warm start appends the held record's configurations to the queue: those queued by an earlier
+    run are measured first."""
+    from tuner.cli.search import open_device
+    from tuner.search import Search
+
+    args, held = _held_record(tmp_path, capsys)
+    problem = cache.read_record(next(tmp_path.glob("records/*/*.json"))).problem
+    search = Search(open_device("cuda", True), problem, root=tmp_path, name="other")
+    recorded = {config.as_dict().__repr__() for config in cache.read_record(search.path).configs}
+    ahead = [config for config in search.space if repr(config.as_dict()) not in recorded][:3]
+    assert len(search.enqueue(ahead)) == 3
+    assert main([*args, "--trials", "1"]) == 0
+    assert f"({held} left): rerun with --trials {1 + 2 + held}\n" in capsys.readouterr().out
+
+
+def test_the_kept_records_advice_is_never_below_the_budget_asked(tmp_path, capsys):
+    args, held = _held_record(tmp_path, capsys)
+    assert main([*args, "--trials", "50", "--timeout", "0.001"]) == 0
+    out = capsys.readouterr().out
+    assert "this run: measured 1 " in out and f"({held - 1} left): run the same command again\n" in out, out

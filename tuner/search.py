@@ -160,6 +160,16 @@ class Search:
         """Trials waiting in the study's queue."""
         return len(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
+    def queued_ahead(self, configs: list[Tiling]) -> int:
+        """Queued trials of other configurations than `configs` taken off the queue (in the order
+        queued) before the last of them; the whole queue if one of them is not queued, since a warm
+        start appends it."""
+        keys = {config_key(config.as_dict()) for config in configs}
+        waiting = [trial.user_attrs.get("queued") for trial in
+                   sorted(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)), key=lambda t: t.number)]
+        end = max(index for index, key in enumerate(waiting) if key in keys) + 1 if keys <= set(waiting) else None
+        return sum(key not in keys for key in waiting[:end])
+
     def measured(self, config: Tiling):
         """The study's finished trial that measured `config`, if any: this worker's, or another's
         since this one opened the study."""

@@ -19,6 +19,7 @@ from ..record import file_stem
 from ..runtime import NoGPU, Runtime, chosen_backend, detect_runtime, open_runtime
 from ..sampler import SAMPLERS
 from ..space import Space
+from ..trials import passed
 from ..stopping import follow_parent, stop_on_sigterm
 from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
 from .arguments import (DTYPE_HELP, _positive, _seconds, _seed, _storage, _study_name, add_backend, add_cache_dir,
@@ -143,10 +144,13 @@ def _search(args) -> int:
               f"the first after {first:.2f} s{each}; verifying and timing took "
               f"{outcome.measuring_seconds / outcome.wall_seconds:.0%} of it{ahead}")
     held, left = search.left_to_replace()
+    kept = not outcome.record and bool(left) and any(map(passed, completed))  # a good record, another study's
     if outcome.record:
         print_best(outcome.record)
-    elif left:
-        again = f"rerun with --trials {measured + len(left)}" if args.trials else "run the same command again"
+    elif kept:
+        needed = measured + search.queued_ahead(left) + len(left)
+        again = "run the same command again" if not args.trials or needed <= args.trials else \
+            f"rerun with --trials {needed}"  # never below the budget asked
         print(f"the cache record made by study {held.study['name']!r} in {held.study['storage']} is kept until this "
               f"study has measured its configurations again ({len(left)} left): {again}")
     else:
@@ -161,7 +165,7 @@ def _search(args) -> int:
         print(f"tuner search: {'terminated (SIGTERM)' if outcome.terminated else 'interrupted'}; completed trials "
               "are kept, run the same command to resume", file=sys.stderr)
         return 143 if outcome.terminated else 130
-    return 0 if outcome.record or left else 1
+    return 0 if outcome.record or kept else 1
 
 
 def _search_on_devices(args) -> int:
