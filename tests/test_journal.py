@@ -264,3 +264,17 @@ def test_a_file_of_nul_bytes_larger_than_a_power_loss_leaves_is_refused_unchange
     with pytest.raises(journal.NotAJournal, match="is not an Optuna journal"):
         _search(tmp_path, storage)
     assert storage.stat().st_size == journal.MAX_NULS + 2 and not list(tmp_path.glob("study.journal.torn-*"))
+
+
+def test_a_journal_that_cannot_be_read_is_named_with_the_reason(tmp_path, capsys, monkeypatch):
+    """Not taken for entries Optuna cannot replay."""
+    def unreadable(path, lock_obj=None):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(optuna.storages.journal, "JournalFileBackend", unreadable)
+    storage = tmp_path / "study.journal"
+    assert main(["search", "--backend", "cuda", "--simulate", "--cache-dir", str(tmp_path), "--storage", str(storage),
+                 "--shape", "8", "8", "8", "--trials", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"tuner search: error: {storage} cannot be read as a study journal: Permission denied; make it "
+                   "readable (its permissions, its disk), or give another file name\n"), err

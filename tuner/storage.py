@@ -141,9 +141,13 @@ def open_storage(url: str, default: bool = False):
 
 def _journal_storage(path: Path, lock, default: bool = False) -> optuna.storages.JournalStorage:
     """Optuna's storage of the journal at `path`, appending under `lock`; JournalError naming the
-    file if Optuna cannot replay its entries (`default` as in journal.check)."""
+    file if it cannot be read or Optuna cannot replay its entries (`default` as in journal.check)."""
     try:
         return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path), lock_obj=lock))
+    except OSError as error:
+        raise journal.JournalError(f"{path} cannot be read as a study journal: {error.strerror or error}; make it "
+                                   "readable (its permissions, its disk), or "
+                                   + journal.what_to_do(default, "give another file name")) from None
     except Exception:  # Optuna's errors for entries it cannot replay: its internal assertions and KeyErrors
         raise journal.JournalError(f"{path} cannot be read as a study journal: Optuna cannot replay its entries; "
                                    + journal.what_to_do(default, "restore it from a copy, or give a new file name")
