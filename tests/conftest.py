@@ -1,4 +1,6 @@
 """Tests run on Numba's CUDA simulator: no GPU is needed. PTX tests start their own processes."""
+import contextlib
+import importlib
 import os
 import subprocess
 import tempfile
@@ -40,13 +42,17 @@ def postgres_server():
 
 @pytest.fixture
 def numba_env():
-    """A monkeypatch for the NUMBA_ variables numba's config reads (compile_settings reloads it):
-    after the test the environment is restored, then the config reloaded from it."""
-    from numba.core import config
-
+    """A monkeypatch for the NUMBA_ variables numba's configs read (compile_settings reloads
+    numba-cuda's, Numba's own where numba.cuda is built in): after the test the environment is
+    restored, then each config reloaded from it (one object where numba-cuda is Numba's numba.cuda)."""
+    configs = []
+    for name in ("numba.cuda.core.config", "numba.core.config"):
+        with contextlib.suppress(ImportError):
+            configs.append(importlib.import_module(name))
     with pytest.MonkeyPatch.context() as patch:
         yield patch
-    config.reload_config()  # it reloads where the environment differs from the one it last read
+    for config in {id(config): config for config in configs}.values():
+        config.reload_config()  # it reloads where the environment differs from the one it last read
 
 
 @pytest.fixture
