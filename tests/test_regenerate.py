@@ -548,3 +548,37 @@ def test_a_regenerate_that_joins_one_which_finishes_as_it_opens_the_study_finds_
     monkeypatch.setattr(tuner.regenerate, "Search", opened_as_the_other_finishes)
     assert _regenerate(tmp_path) == 0
     assert "float32-16x16x16: current" in capsys.readouterr().out and not _measured(tmp_path)
+
+
+OTHER = Config(block_m=32, block_n=32, thread_m=4, thread_n=4)
+
+
+def _held_by_another_study(root) -> None:
+    """A record of this fingerprint made by another study, one this study has not measured, and the mark of a
+    regeneration stopped halfway: the product is regenerated, and that record kept."""
+    from tuner.regenerate import REGENERATING
+    from tuner.runtime import open_runtime
+    from tuner.search import Search
+
+    cache.write_record(cache.record_path(root, HERE.slug, PROBLEM.key),
+                       make_record(HERE, PROBLEM, [(OTHER, 3.0), (Config(), 2.0)]))
+    Search(open_runtime(tuner.backends.CUDA, simulate=True), PROBLEM, root=root).study.set_user_attr(REGENERATING, True)
+
+
+def test_a_re_verification_says_it_kept_another_studys_record(tmp_path, capsys):
+    cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (Config(), 1.0)]))
+    _held_by_another_study(tmp_path)
+    assert _regenerate(tmp_path) == 0
+    out = capsys.readouterr().out
+    assert ("float32-16x16x16: kept\n  another study's record ('test' in test) serves this device; this study replaces "
+            "it once it has measured its 1 configuration not measured here\n") in out, out
+    assert _here(tmp_path).study["name"] == "test"
+
+
+def test_a_re_tune_below_another_studys_record_says_it_kept_it(tmp_path, capsys):
+    cache.write_record(cache.record_path(tmp_path, H100.slug, PROBLEM.key), make_record(H100, PROBLEM, [(SMALL, 2.0)]))
+    _held_by_another_study(tmp_path)
+    assert _regenerate(tmp_path, "--trials", "1") == 0
+    out = capsys.readouterr().out
+    assert "float32-16x16x16: kept\n" in out and "no variant passed" not in out, out

@@ -31,7 +31,7 @@ from .runtime import Runtime
 from .search import Search, study_name
 from .stopping import Terminated
 from .storage import open_storage
-from .trials import measurement
+from .trials import measurement, passed
 
 REGENERATING = "regenerating"  # the study attribute that marks a regeneration under way
 RETUNE_BUDGET = "re-tune budget"  # measured variants a re-tune under way stops at
@@ -39,7 +39,8 @@ RETUNE_BUDGET = "re-tune budget"  # measured variants a re-tune under way stops 
 
 @dataclass
 class Change:
-    """What regenerate did for one product: current, re-verified, re-tuned, skipped or failed."""
+    """What regenerate did for one product: current, re-verified, re-tuned, kept (another study's record; _kept),
+    skipped or failed."""
 
     problem: Problem
     action: str
@@ -155,7 +156,8 @@ def _regenerate_one(search: Search, records: list[Record], current: list[Record]
         passed, details = _reverify(search, newest, workers)
         details.insert(0, changed)
         if passed:
-            return Change(problem, "re-verified", details)
+            kept = _kept(search)
+            return Change(problem, "kept", [kept, *details]) if kept else Change(problem, "re-verified", details)
         details.append("none passes now")
     if current and not _serves(current):
         details.append("the configurations recorded for this device are no longer valid in this version of tuner")
@@ -197,6 +199,16 @@ def _reverify(search: Search, old: Record, workers: int) -> tuple[bool, list[str
     return passed > 0, details
 
 
+def _kept(search: Search) -> str:
+    """Why the cache keeps another study's record of this device although this study has a variant
+    that passed (Search.left_to_replace); "" where it does not."""
+    held, left = search.left_to_replace()
+    if not left or not any(map(passed, search.counted_trials())):
+        return ""
+    return (f"another study's record ({held.study['name']!r} in {held.study['storage']}) serves this device; this "
+            f"study replaces it once it has measured its {counted(len(left), 'configuration')} not measured here")
+
+
 def _stop_if_stopped(outcome) -> None:
     """Stop the regeneration as the search stopped: on Ctrl-C, or on SIGTERM (exit status 143)."""
     if outcome.interrupted:
@@ -233,6 +245,9 @@ def _retune(search: Search, records: list[Record], trials: int, workers: int, de
     before = [f"{_gflops(found.best.measurement.gflops, found.device.simulated)} on {found.device.name}"
               for found in records]
     if outcome.record is None:
+        kept = _kept(search)
+        if kept:
+            return Change(search.problem, "kept", [*details, kept])
         return Change(search.problem, "failed",
                       [*details, f"no variant passed verification in {outcome.measured} measured"])
     best = outcome.record.best
