@@ -59,7 +59,7 @@ def pinned_environment(backend: Backend, device: int, environ: dict) -> dict:
     process dies (stopping.follow_parent)."""
     visible = environ.get(backend.visible_devices)
     target = visible.split(",")[device].strip() if visible else str(device)
-    return {**environ, backend.visible_devices: target, "TQDM_DISABLE": "1", PARENT: str(os.getpid())}
+    return {**environ, backend.visible_devices: target, PARENT: str(os.getpid())}
 
 
 class _Relay(threading.Thread):
