@@ -159,6 +159,9 @@ def test_a_database_in_memory_is_refused_before_anything_is_measured(tmp_path, c
     ("postgres://tuner:secret@127.0.0.1/tuner", "SQLAlchemy names PostgreSQL postgresql, not postgres: give "
                                                 "postgresql://USER@HOST/DATABASE"),
     ("postgresql:/127.0.0.1/tuner", "a postgresql URL is postgresql://USER@HOST/DATABASE"),
+    ("sqlite:x.journal", "an SQLite URL is sqlite:////ABSOLUTE/PATH or sqlite:///RELATIVE/PATH (three slashes, then "
+                         "the path) (a journal file: ./NAME)"),
+    ("SQLITE:////tmp/x.db", "SQLAlchemy's dialect names are lowercase: give sqlite:, not SQLITE:"),
 ])
 @pytest.mark.parametrize("given", ["--storage", "TUNER_STORAGE"])
 def test_a_database_url_in_a_form_sqlalchemy_does_not_take_is_refused_naming_the_form(
@@ -477,6 +480,23 @@ def test_a_search_of_another_study_says_once_that_its_record_replaces_the_cached
     assert capsys.readouterr().err.count(said) == 1
     assert main([*args, "--trials", "3", "--study", "other"]) == 0
     assert "replaces the cache record" not in capsys.readouterr().err  # its own record now: nothing to say
+
+
+def test_a_good_storage_option_overrides_a_malformed_tuner_storage(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TUNER_STORAGE", "postgres://host/database")
+    storage = tmp_path / "ok.journal"
+    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir", str(tmp_path),
+                 "--storage", str(storage)]) == 0
+    out, err = capsys.readouterr()
+    assert f" in {storage} has 0 trials" in err and "$TUNER_STORAGE" not in err, err
+    assert f"--storage {storage}" in out
+
+
+def test_a_journal_named_like_a_database_url_is_taken_as_a_path(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir", "cache",
+                 "--storage", "./sqlite:x.journal"]) == 0
+    assert (tmp_path / "sqlite:x.journal").is_file()
 
 
 def _held_record(tmp_path, capsys) -> tuple[list[str], int]:

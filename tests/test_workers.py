@@ -339,3 +339,18 @@ def test_a_worker_whose_parent_died_before_it_could_follow_it_stops_as_at_its_si
                            "--trials", "1", "--cache-dir", str(tmp_path)],
                           env={**os.environ, PARENT: str(os.getppid())}, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout, done.stderr) == (143, "", "tuner search: terminated (SIGTERM)\n")
+
+
+@pytest.mark.parametrize("given", ["--storage", "TUNER_STORAGE"])
+def test_devices_workers_say_where_their_storage_came_from(tmp_path, capsys, monkeypatch, given):
+    """The parent hands --storage to its workers through $TUNER_STORAGE: they do not say it came from there, and
+    their figures line names it."""
+    storage = tmp_path / "given.journal"
+    monkeypatch.setenv("TUNER_STORAGE", str(storage) if given == "TUNER_STORAGE" else "")
+    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--devices", "0",
+                 "--cache-dir", str(tmp_path / "cache"), *(["--storage", str(storage)] if given == "--storage" else [])
+                 ]) == 0
+    out, err = capsys.readouterr()
+    from_environment = given == "TUNER_STORAGE"
+    assert f" in {storage}{' (from $TUNER_STORAGE)' if from_environment else ''} has 0 trials" in err, err
+    assert (f" --storage {storage}" in out) != from_environment, out

@@ -83,9 +83,9 @@ class _Relay(threading.Thread):
                 self.error = error
 
 
-def _start(command: list[str], backend: Backend, device: int) -> tuple[subprocess.Popen, list[_Relay]]:
-    """The worker on `device`, and the relays of its output, started."""
-    worker = subprocess.Popen(command, env=pinned_environment(backend, device, dict(os.environ)), text=True,
+def _start(command: list[str], backend: Backend, device: int, environ: dict) -> tuple[subprocess.Popen, list[_Relay]]:
+    """The worker on `device`, in `environ` pinned, and the relays of its output, started."""
+    worker = subprocess.Popen(command, env=pinned_environment(backend, device, environ), text=True,
                               errors="replace", stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     prefix = f"[{backend.name} {device}] "
     relays = [_Relay(worker.stdout, prefix, sys.stdout), _Relay(worker.stderr, prefix, sys.stderr)]
@@ -94,11 +94,13 @@ def _start(command: list[str], backend: Backend, device: int) -> tuple[subproces
     return worker, relays
 
 
-def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int:
-    """Run `command` (a `tuner search` without --devices) once per device, pinned; wait for all.
+def run_workers(command: list[str], backend: Backend, devices: list[int], environ: dict | None = None) -> int:
+    """Run `command` (a `tuner search` without --devices) once per device, pinned, in `environ`
+    (default: this process's); wait for all.
     The exit status is 130 after Ctrl-C (143 after SIGTERM), else 0 if every worker succeeded,
     else the highest (1 for a worker killed by a signal); a relayed line that could not be
     written raises its error once all are done."""
+    environ = dict(os.environ) if environ is None else environ
     previous = stop_on_sigterm()  # a scheduler's SIGTERM stops them as Ctrl-C does, a second kills them
     interrupted = terminated = False
     workers = []
@@ -121,7 +123,7 @@ def run_workers(command: list[str], backend: Backend, devices: list[int]) -> int
         with shielded():
             held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
             try:
-                workers = [(device, *_start(command, backend, device)) for device in devices]
+                workers = [(device, *_start(command, backend, device, environ)) for device in devices]
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
         print(f"tuner search: {counted(len(workers), 'worker')} started, pinned with {backend.visible_devices}; "

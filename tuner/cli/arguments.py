@@ -55,8 +55,16 @@ def _misformed_url(text: str) -> str:
     dialect = scheme.partition("+")[0].lower()
     if not colon or dialect not in DATABASES:
         return ""
+    if "://" not in text:  # it could be meant as a journal file
+        return _misformed_form(scheme, dialect, rest) + " (a journal file: ./NAME)"
+    return _misformed_form(scheme, dialect, rest)
+
+
+def _misformed_form(scheme: str, dialect: str, rest: str) -> str:
     if dialect == "postgres":
         return "SQLAlchemy names PostgreSQL postgresql, not postgres: give postgresql://USER@HOST/DATABASE"
+    if scheme != scheme.lower():
+        return f"SQLAlchemy's dialect names are lowercase: give {scheme.lower()}:, not {scheme}:"
     if dialect == "sqlite" and not (rest.startswith("///") or rest == "//"):  # sqlite:// is refused when opened
         return "an SQLite URL is sqlite:////ABSOLUTE/PATH or sqlite:///RELATIVE/PATH (three slashes, then the path)"
     if not rest.startswith("//"):
@@ -65,18 +73,21 @@ def _misformed_url(text: str) -> str:
 
 
 def _storage(text: str) -> str:
-    """A storage URL, or a journal file path, with a file's path made absolute (a leading ~
-    expanded), so that the records and reports that name it hold wherever they are read. Empty
-    is left empty: the default journal. A database URL in a form SQLAlchemy does not take is refused."""
-    if not text:
-        return text
+    """storage_location(`text`), a database URL in a form SQLAlchemy does not take refused."""
     mistake = _misformed_url(text)
     if mistake:
         raise argparse.ArgumentTypeError(("$TUNER_STORAGE: " if text == os.environ.get("TUNER_STORAGE") else "")
                                          + mistake)
-    if "://" not in text:
-        return os.path.abspath(_path(text))
-    if text.startswith("sqlite"):
+    return storage_location(text)
+
+
+def storage_location(text: str) -> str:
+    """A storage URL, or a journal file path, with a file's path made absolute (a leading ~
+    expanded), so that the records and reports that name it hold wherever they are read. Empty
+    is left empty: the default journal. Not checked (_storage checks)."""
+    if not text or "://" not in text:
+        return os.path.abspath(_path(text)) if text else text
+    if text.startswith("sqlite"):  # a dialect name in capitals is refused (_misformed_url)
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError
 

@@ -22,8 +22,8 @@ from ..space import Space
 from ..trials import passed
 from ..stopping import follow_parent, stop_on_sigterm
 from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
-from .arguments import (DTYPE_HELP, _positive, _seconds, _seed, _storage, _study_name, add_backend, add_cache_dir,
-                        add_compile_workers, add_storage)
+from .arguments import (DTYPE_HELP, _positive, _seconds, _seed, _study_name, add_backend, add_cache_dir,
+                        add_compile_workers, add_storage, storage_location)
 from .records import print_best
 
 DEFAULT_SHAPE = (4096, 4096, 4096)  # on a GPU; the simulator has its own (simulator.SHAPE)
@@ -32,6 +32,8 @@ SHOWN_REASONS = 5  # failure reasons printed at the end of a search
 # Options a --devices parent keeps from its workers: --storage reaches them through $TUNER_STORAGE,
 # so that no password shows in a process list.
 PARENT_ONLY = ("devices", "storage")
+# Set in the workers' environment where their $TUNER_STORAGE is the parent's --storage.
+STORAGE_GIVEN = "TUNER_STORAGE_FROM_COMMAND_LINE"
 
 
 def open_device(backend: str | None, simulate: bool) -> Runtime:
@@ -90,6 +92,16 @@ def _warnings_above(bar):
         warnings.showwarning = shown
 
 
+def _from_environment(storage: str | None) -> bool:
+    """Whether the storage came from $TUNER_STORAGE, not from --storage (a --devices parent's
+    included: STORAGE_GIVEN). Compared unchecked: a good --storage overrides a bad $TUNER_STORAGE."""
+    try:
+        return bool(storage) and not os.environ.get(STORAGE_GIVEN) and \
+            storage == storage_location(os.environ.get("TUNER_STORAGE", ""))
+    except argparse.ArgumentTypeError:  # a ~user that does not exist
+        return False
+
+
 def _search(args) -> int:
     from tqdm import tqdm
 
@@ -111,7 +123,7 @@ def _search(args) -> int:
     unit = " (simulated)" if runtime.simulated else ""
     measured = search.measured_count()
     spent = args.trials is not None and measured >= args.trials  # a rerun of a finished study
-    from_environment = args.storage and args.storage == _storage(os.environ.get("TUNER_STORAGE", ""))
+    from_environment = _from_environment(args.storage)
     print(f"searching {file_stem(problem)} on {runtime.device.name} [{runtime.device.fingerprint}]; "
           f"times are {runtime.clock}; study {search.study.study_name!r} in {search.where}"
           f"{' (from $TUNER_STORAGE)' if from_environment else ''} has {counted(search.trial_count(), 'trial')}, "
@@ -177,11 +189,12 @@ def _search_on_devices(args) -> int:
     check_visible(backend, devices, os.environ)
     if not simulated:
         check_devices(backend, devices)
-    if args.storage:
-        os.environ["TUNER_STORAGE"] = args.storage  # the workers' default (see PARENT_ONLY)
+    environ = dict(os.environ)
+    if args.storage and not _from_environment(args.storage):
+        environ.update({"TUNER_STORAGE": args.storage, STORAGE_GIVEN: "1"})  # the workers' default (PARENT_ONLY)
     if args.compile_workers is None and not simulated:
         args.compile_workers = default_workers(len(devices))  # the host's cores shared out between the devices
-    return run_workers(worker_command(args, simulated), backend, devices)
+    return run_workers(worker_command(args, simulated), backend, devices, environ)
 
 
 def worker_command(args, simulated: bool) -> list[str]:
