@@ -1,5 +1,6 @@
 """`tuner search`, `list`, `show` and `devices` from the command line, on the simulator."""
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -531,7 +532,7 @@ def test_the_kept_records_advice_counts_the_configurations_queued_before_its_own
     problem = cache.read_record(next(tmp_path.glob("records/*/*.json"))).problem
     search = Search(open_device("cuda", True), problem, root=tmp_path, name="other")
     recorded = {config.as_dict().__repr__() for config in cache.read_record(search.path).configs}
-    ahead = [config for config in search.space if repr(config.as_dict()) not in recorded][:3]
+    ahead = list(itertools.islice((config for config in search.space if repr(config.as_dict()) not in recorded), 3))
     assert len(search.enqueue(ahead)) == 3
     assert main([*args, "--trials", "1"]) == 0
     assert f"({held} left): rerun with --trials {1 + 2 + held}\n" in capsys.readouterr().out
