@@ -163,6 +163,7 @@ def _study_trials(root) -> list:
     return optuna.load_study(study_name=name, storage=storage).trials
 
 
+@pytest.mark.slow  # the pool's side: test_a_crashed_or_hung_worker_fails_its_variant_and_is_replaced
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_pooled_search_survives_a_killed_compile_worker(tmp_path):
     process = _pooled_search(tmp_path, 4)

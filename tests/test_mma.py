@@ -131,7 +131,11 @@ def _compile(kernel_name):
     return json.loads(done.stdout.splitlines()[-1])
 
 
-@pytest.mark.parametrize("name", SHAPES)
+@pytest.mark.parametrize("name", [
+    "tf32",
+    # test_tensor_cores.py's float16-tc kernel test links the float16 wrapper to HMMA in the default run
+    pytest.param("float16", marks=pytest.mark.slow),
+])
 def test_a_kernel_calling_the_wrapper_compiles_to_ptx_and_links_to_hmma_for_sm_90(name):
     """PTX from Numba calls the wrapper; linked with LTO (NVRTC, nvJitLink: no GPU needed) the
     call is inlined: HMMA in the SASS, no stack, no local memory, no spills."""

@@ -33,7 +33,11 @@ def test_seed_kernel_compiles_without_spills():
     assert report["spills"] is False and report["shared_bytes"] == 2 * 16 * 16 * 4
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float16"])
+@pytest.mark.parametrize("dtype", [
+    # the register-cap test below compiles a float64 tile in the default run
+    pytest.param("float64", marks=pytest.mark.slow),
+    "float16",
+])
 def test_default_configuration_compiles_in_every_precision(dtype):
     report = _resources("--dtype", dtype)
     assert report["registers"] > 0 and report["ptx_seconds"] > 0
@@ -74,7 +78,8 @@ def test_fma_fraction_and_compile_seconds_are_reported():
     assert report["compile_seconds"] >= report["ptx_seconds"] > 0
 
 
-@pytest.mark.parametrize("dtype", ["float32", pytest.param("float64", marks=pytest.mark.slow)])
+@pytest.mark.slow  # the count and its FMA fraction: test_fma_fraction_and_compile_seconds_are_reported
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_flagship_issues_mostly_multiply_adds_without_spills(dtype):
     """About 20 s each: the fully unrolled 8x8 vector tile is the slowest variant to compile."""
     report = _resources("--dtype", dtype, *FLAGSHIPS[dtype].describe().split())

@@ -179,7 +179,11 @@ def test_roc_refuses_the_tensor_core_precisions():
     assert "tf32" not in ROC.precisions() and "tf32" in CUDA.precisions()
 
 
-@pytest.mark.parametrize("dtype", ["tf32", "float16-tc"])
+@pytest.mark.parametrize("dtype", [
+    # test_mma.py links the tf32 wrapper to HMMA in the default run; float16-tc covers the kernel around it
+    pytest.param("tf32", marks=pytest.mark.slow),
+    "float16-tc",
+])
 def test_the_default_tensor_core_kernel_links_to_hmma_in_its_k_loop_without_spills(dtype):
     """`tuner resources` links the kernel with the wrappers (LTO, no GPU needed) and counts the HMMA
     one interior k-tile issues from the SASS: one per mma call the template unrolls."""
