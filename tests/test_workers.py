@@ -1,11 +1,13 @@
 """Several workers on one study, on the simulator: through a real PostgreSQL server and through the
 default journal file; a worker killed mid-trial; the shared budget, claims and the one cache record;
 `--devices`, its pinning, its Ctrl-C and its mistakes."""
+import errno
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import optuna
@@ -219,6 +221,48 @@ def test_a_stop_before_the_workers_start_starts_none(tmp_path, monkeypatch, stop
     command = [sys.executable, "-c", f"open({str(started)!r}, 'a').write('a worker ran\\n')"]
     assert run_workers(command, CUDA, [0, 1]) == status
     assert not started.exists()
+
+
+@pytest.mark.parametrize("fails", ["process", "relay"])
+def test_a_worker_that_cannot_start_stops_those_started_and_says_what_to_do(tmp_path, monkeypatch, capsys, fails):
+    """The second worker's process (no room for one: EMFILE, EAGAIN) or its output's thread cannot
+    start: each worker started is stopped as at Ctrl-C, and the parent says so in one line, status 2."""
+    popen, start = subprocess.Popen, threading.Thread.start
+    calls = []
+
+    def failing_popen(*args, **kwargs):
+        calls.append("process")
+        if calls.count("process") == 2:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return popen(*args, **kwargs)
+
+    def failing_start(relay):
+        calls.append("relay")
+        if calls.count("relay") == 3:  # the second worker's first relay
+            raise RuntimeError("can't start new thread")
+        start(relay)
+
+    if fails == "process":
+        monkeypatch.setattr("tuner.workers.subprocess.Popen", failing_popen)
+    else:
+        monkeypatch.setattr("tuner.workers._Relay.start", failing_start)
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        status = main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "50", "--devices", "0,1,2",
+                       "--cache-dir", str(tmp_path)])
+        out, err = capsys.readouterr()
+        own = [line for line in err.splitlines() if not line.startswith("[cuda ")]
+        stopped = 1 if fails == "process" else 2
+        error = "[Errno 24] Too many open files" if fails == "process" else "can't start new thread"
+        assert (status, own) == (2, [f"tuner search: error: cannot start the worker on cuda 1 ({error}); stopped the "
+                                     f"{stopped} started, completed trials are kept: run the same command again, or "
+                                     "with fewer --devices"]), err
+        assert "[cuda 0] tuner search: interrupted" in err and "Traceback" not in err, err
+        assert _workers_of(tmp_path) == []
+        assert signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        for pid in _workers_of(tmp_path):  # left running by a start that fails
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("devices, message", [

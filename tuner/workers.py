@@ -83,39 +83,48 @@ class _Relay(threading.Thread):
                 self.error = error
 
 
-def _start(command: list[str], backend: Backend, device: int, environ: dict) -> tuple[subprocess.Popen, list[_Relay]]:
-    """The worker on `device`, in `environ` pinned, and the relays of its output, started."""
+def _start(command: list[str], backend: Backend, device: int, environ: dict, workers: list) -> None:
+    """Start the worker on `device`, in `environ` pinned, and the relays of its output. It is added to
+    `workers` as (device, process, relays started) as soon as it runs, so that a failure to start
+    a relay leaves no worker unknown."""
     worker = subprocess.Popen(command, env=pinned_environment(backend, device, environ), text=True,
                               errors="replace", stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    relays = []
+    workers.append((device, worker, relays))
     prefix = f"[{backend.name} {device}] "
-    relays = [_Relay(worker.stdout, prefix, sys.stdout), _Relay(worker.stderr, prefix, sys.stderr)]
-    for relay in relays:
+    for stream, out in ((worker.stdout, sys.stdout), (worker.stderr, sys.stderr)):
+        relay = _Relay(stream, prefix, out)
         relay.start()
-    return worker, relays
+        relays.append(relay)
 
 
 def run_workers(command: list[str], backend: Backend, devices: list[int], environ: dict | None = None) -> int:
     """Run `command` (a `tuner search` without --devices) once per device, pinned, in `environ`
     (default: this process's); wait for all.
-    The exit status is 130 after Ctrl-C (143 after SIGTERM), else 0 if every worker succeeded,
-    else the highest (1 for a worker killed by a signal); a relayed line that could not be
-    written raises its error once all are done."""
+    The exit status is 2 if a worker could not start (those started are stopped as by Ctrl-C),
+    else 130 after Ctrl-C (143 after SIGTERM), else 0 if every worker succeeded, else the highest
+    (1 for a worker killed by a signal); a relayed line that could not be written raises its
+    error once all are done."""
     environ = dict(os.environ) if environ is None else environ
     previous = stop_on_sigterm()  # a scheduler's SIGTERM stops them as Ctrl-C does, a second kills them
     interrupted = terminated = False
     workers = []
+    unstarted = None  # (device, error) of a worker that could not start
     # A worker runs in its own session, so a Ctrl-C at the terminal reaches only this process,
     # which hands each worker exactly one SIGINT: they keep what they measured and exit 130.
     # A second Ctrl-C kills them; the study and the cache survive that too.
     signals = [signal.SIGINT, signal.SIGKILL]
 
-    def stop(error: KeyboardInterrupt) -> None:
-        nonlocal interrupted, terminated
-        interrupted, terminated = True, terminated or isinstance(error, Terminated)
+    def signal_workers() -> None:
         sent = signals.pop(0) if signals else signal.SIGKILL
         for _, worker, _ in workers:
             if worker.poll() is None:
                 worker.send_signal(sent)
+
+    def stop(error: KeyboardInterrupt) -> None:
+        nonlocal interrupted, terminated
+        interrupted, terminated = True, terminated or isinstance(error, Terminated)
+        signal_workers()
 
     try:
         # A stop while they start is taken once all have, and each holds it (the mask it inherits)
@@ -123,11 +132,17 @@ def run_workers(command: list[str], backend: Backend, devices: list[int], enviro
         with shielded():
             held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
             try:
-                workers = [(device, *_start(command, backend, device, environ)) for device in devices]
+                for device in devices:
+                    _start(command, backend, device, environ, workers)
+            except (OSError, RuntimeError) as error:  # no room for a process, a pipe or a thread
+                unstarted = device, error
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        print(f"tuner search: {counted(len(workers), 'worker')} started, pinned with {backend.visible_devices}; "
-              "Ctrl-C stops them all", file=sys.stderr)
+        if unstarted:
+            signal_workers()
+        else:
+            print(f"tuner search: {counted(len(workers), 'worker')} started, pinned with {backend.visible_devices}; "
+                  "Ctrl-C stops them all", file=sys.stderr)
     except KeyboardInterrupt as error:
         stop(error)
     while True:
@@ -140,6 +155,11 @@ def run_workers(command: list[str], backend: Backend, devices: list[int], enviro
         except KeyboardInterrupt as error:
             stop(error)
     signal.signal(signal.SIGTERM, previous)
+    if unstarted:
+        stopped = f"stopped the {len(workers)} started, completed trials are kept: " if workers else ""
+        print(f"tuner search: error: cannot start the worker on {backend.name} {unstarted[0]} ({unstarted[1]}); "
+              f"{stopped}run the same command again, or with fewer --devices", file=sys.stderr)
+        return 2
     failed = {device: worker.returncode for device, worker, _ in workers if worker.returncode != 0}
     if interrupted:
         print(f"tuner search: {'terminated (SIGTERM)' if terminated else 'interrupted'}; completed trials are kept, "
