@@ -16,7 +16,7 @@ from processes import answers_ctrl_c
 
 from tuner import cache
 from tuner.cli import main
-from tuner.stopping import PARENT, Terminated, shielded, stop_on_sigterm
+from tuner.stopping import PARENT, Terminated, shielded, stop_on_sigterm, stop_status
 from tuner.storage import ORPHAN_GRACE_SECONDS
 
 SMALL = ["--shape", "16", "16", "16"]
@@ -374,8 +374,10 @@ def test_sigterm_taken_once_raises_once():
             signal.raise_signal(signal.SIGTERM)  # ignored: the stop the first one began is under way
         except Terminated:
             pytest.fail("a second SIGTERM raised Terminated again")
+        assert stop_status() == 143  # the exit status, were the output to fail now
     finally:
         signal.signal(signal.SIGTERM, previous)
+    assert stop_status() is None  # handlers set again (as by a test): no stop under way
 
 
 _PENDING_TOGETHER = """

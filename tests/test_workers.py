@@ -359,26 +359,42 @@ def _workers_of(root) -> list[int]:
     return running_with(str(root), "search", without="--devices")
 
 
+# Runs the command in argv, says its pid, then waits for it and for the orphans it leaves (Linux's
+# PR_SET_CHILD_SUBREAPER makes them this process's children) and says their exit statuses.
+SUBREAPER = """
+import ctypes, json, os, subprocess, sys
+ctypes.CDLL(None).prctl(36, 1)
+print(subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid, flush=True)
+statuses = {}
+while True:
+    try:
+        pid, status = os.waitpid(-1, 0)
+    except ChildProcessError:
+        break
+    statuses[pid] = os.waitstatus_to_exitcode(status)
+print(json.dumps(statuses))
+"""
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers follow their parent through Linux's prctl")
 def test_workers_stop_when_their_parent_is_killed(tmp_path):
-    # Both workers stop, and cleanly: no trial left RUNNING. The parent's threads exit one by one
-    # and Linux sends a worker its parent-death SIGTERM for each, so it gets several in a row;
+    # Both workers stop, and cleanly: no trial left RUNNING, and each exits 143 as at a SIGTERM (not
+    # 141: its output, which only the parent read, fails as it stops). The parent's threads exit one
+    # by one and Linux sends a worker its parent-death SIGTERM for each, so it gets several in a row;
     # three attempts, since how many land during the stop varies.
     for attempt in range(3):
         root = tmp_path / str(attempt)
-        parent = subprocess.Popen([sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL,
-                                   "--trials", "200", "--devices", "0,1", "--cache-dir", str(root)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        reaper = subprocess.Popen([sys.executable, "-c", SUBREAPER, sys.executable, "-m", "tuner", "search",
+                                   "--backend", "cuda", "--simulate", *SMALL, "--trials", "200", "--devices", "0,1",
+                                   "--cache-dir", str(root)], stdout=subprocess.PIPE, text=True)
+        parent = int(reaper.stdout.readline())
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not list(cache.record_paths(root)):
             time.sleep(0.1)
         assert len(_workers_of(root)) == 2
-        parent.kill()
-        parent.wait(timeout=60)
-        deadline = time.monotonic() + 60
-        while _workers_of(root) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert _workers_of(root) == []
+        os.kill(parent, signal.SIGKILL)
+        statuses = json.loads(reaper.communicate(timeout=120)[0])
+        assert sorted(statuses.values()) == [-signal.SIGKILL, 143, 143], statuses
         assert [t.number for t in _study(root, None).trials if t.state.name == "RUNNING"] == []
 
 

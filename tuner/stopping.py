@@ -45,12 +45,29 @@ def _stop(signum: int) -> KeyboardInterrupt:
 _stopping = []  # the signal that began the stop under way in this process, if one did
 
 
+def _under_way() -> int | None:
+    """The signal that began the stop under way, while its later ones are ignored."""
+    if _stopping and _ignore in (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)):
+        return _stopping[0]
+    return None
+
+
 def raise_if_stopping() -> None:
     """Raise the stop under way again, where its first raise was lost: a signal taken while a
     finalizer (a __del__) runs raises there, and Python reports it as ignored and goes on, while
     the later signals that would have stopped the process are ignored."""
-    if _stopping and _ignore in (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)):
+    if _under_way():
         raise _stop(_stopping[0])
+
+
+def stop_status() -> int | None:
+    """The exit status of the stop under way, if a stop signal taken once began one: 143 for SIGTERM,
+    130 for SIGINT. It outranks output that then cannot be written: a --devices worker whose parent
+    was killed stops cleanly, and its last lines have no reader left."""
+    signum = _under_way()
+    if signum is None:
+        return None
+    return 143 if signum == signal.SIGTERM else 130
 
 
 def _ignore(signum, frame):

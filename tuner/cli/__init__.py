@@ -151,8 +151,10 @@ def main(argv=None) -> int:
             sys.stdout.flush()  # output still buffered fails here, not as Python exits
         return status
     except BrokenPipeError:  # the reader of our output left (`tuner list | head`): stop quietly, as Unix tools do
+        from ..stopping import stop_status
+
         _discard_output()
-        return 141
+        return stop_status() or 141
     except KeyboardInterrupt:  # before a command ran (while the command line loaded): _run says it otherwise
         print("tuner: interrupted", file=sys.stderr)
         return 130
