@@ -253,24 +253,27 @@ def test_a_pooled_search_takes_each_ceiling_from_the_worker_that_compiled_it(tmp
 
 def test_a_counting_worker_compiles_into_the_cache_then_counts_and_a_failed_count_fails_nothing(tmp_path, monkeypatch):
     """Mode "count" (a GPU host where the search prunes by ceilings): Numba's compile, then the
-    static report; a count that fails leaves the variant to be measured, unpruned."""
+    static report of the kernel it compiled (from its IR); a count that fails leaves the variant to
+    be measured, unpruned."""
     from types import SimpleNamespace
 
     from tuner import kernel, resources
 
     compiled = []
     monkeypatch.setattr(kernel, "load", lambda space, config, directory: SimpleNamespace(
-        compile=lambda: compiled.append(config)))
-    monkeypatch.setattr(resources, "count", lambda space, config, directory: SimpleNamespace(
-        as_dict=lambda: {"fma_fraction": 0.5}))
+        compile=lambda: compiled.append(config) or f"kernel {len(compiled)}"))
+    counted = []
+    monkeypatch.setattr(resources, "count", lambda space, config, directory, compiled: SimpleNamespace(
+        as_dict=lambda: counted.append(compiled) or {"fma_fraction": 0.5}))
 
     def job(mode):
         return compile_ahead._compile("cuda", "float32", str(tmp_path), mode, "matmul", SMALL.as_dict())
 
     assert job("count") == {"seconds": pytest.approx(0, abs=5), "resources": {"fma_fraction": 0.5}}
+    assert counted == ["kernel 1"]
     assert job("cache")["resources"] is None and compiled == [SMALL, SMALL]
 
-    def fails(space, config, directory):
+    def fails(space, config, directory, compiled):
         raise subprocess.CalledProcessError(1, "nvdisasm")
 
     monkeypatch.setattr(resources, "count", fails)

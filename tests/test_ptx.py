@@ -157,3 +157,49 @@ def test_a_ptxas_or_nvdisasm_that_cannot_run_counts_as_none_and_says_what_to_do(
     with pytest.raises(sass.NoDisassembler, match="nvdisasm cannot run here .*: replace it, e.g. pip install "
                                                   "--force-reinstall nvidia-cuda-nvdisasm"):
         sass.disassemble(tmp_path / "kernel.cubin", str(tmp_path / "ptxas"))
+
+
+def test_a_count_from_the_ir_of_a_kernel_numba_compiled_equals_a_fresh_count():
+    """A compile worker counts a kernel from the LLVM IR Numba kept when it compiled it for an sm_90
+    GPU (faked here: Numba builds the kernel as on an H100, with no link on the GPU), so that Numba
+    neither types nor lowers it again; the count is the one compile_ptx's PTX gives. The kernel of
+    a GPU of another compute capability, which Numba lowers for it, is counted afresh."""
+    script = """
+import json
+from types import SimpleNamespace
+from numba.cuda.core import sigutils
+from numba.cuda.cudadrv import devices
+from numba.cuda.dispatcher import _Kernel
+from tuner import resources
+from tuner.backends import CUDA
+from tuner.config import Config
+from tuner.kernel import load
+from tuner.space import Space
+
+space, config = Space.of(CUDA, "float32"), Config(block_m=32, block_n=32, thread_m=2, thread_n=2)
+device = SimpleNamespace(compute_capability=resources.ARCH)
+devices._runtime.get_or_create_context = lambda devnum=None: SimpleNamespace(device=device)
+function = load(space, config).function
+argtypes, _ = sigutils.normalize_signature(space.family.signature(space.precision))
+compiled = _Kernel(function.py_func, argtypes, **function.targetoptions)  # as Dispatcher.compile makes it
+fresh = resources.count(space, config).as_dict()
+
+def compile_ptx(*args):
+    raise AssertionError("typed and lowered again")
+
+resources.compile_ptx = compile_ptx
+reused = resources.count(space, config, compiled=compiled).as_dict()
+device.compute_capability = (8, 0)
+try:
+    resources.count(space, config, compiled=compiled)
+    afresh = False
+except AssertionError:
+    afresh = True
+print(json.dumps({"fresh": fresh, "reused": reused, "afresh": afresh}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=_compiler_env())
+    assert done.returncode == 0, done.stderr
+    counted = json.loads(done.stdout)
+    seconds = ("ptx_seconds", "ptxas_seconds", "compile_seconds")
+    fresh, reused = ({k: v for k, v in counted[name].items() if k not in seconds} for name in ("fresh", "reused"))
+    assert reused == fresh and fresh["fma_fraction"] > 0 and counted["afresh"]

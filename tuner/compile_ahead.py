@@ -4,12 +4,13 @@ Each worker is a `python -m tuner.compile_ahead` process (launch.py) at a lower 
 (a configuration) per line and answers one line. On a GPU it compiles the kernel into Numba's
 disk cache (the kernel directory's `__pycache__`), from where the measuring process loads it in
 milliseconds; where the search prunes by static ceilings (`counts`), it then makes the kernel's
-static resource report too, so that counting never holds up the measuring process. On the
+static resource report too (on an sm_90 GPU from the kernel's own LLVM IR, which Numba does not
+type and lower again), so that counting never holds up the measuring process. On the
 simulator, which compiles nothing, it compiles the kernel to PTX for sm_90 and runs ptxas, so that
 the pool does the real work it would do on a GPU host, and the static resource report comes back
 with it. A tensor-core kernel cannot be cached on disk (Numba cannot pickle linked code), so for
 those it makes only the static resource report, and the measuring process compiles the kernel
-itself. A worker that crashes, runs out of memory or hangs past the timeout (both compiles
+itself. A worker that crashes, runs out of memory or hangs past the timeout (compile and count
 together) fails that variant alone, with the reason, and is replaced.
 """
 import contextlib
@@ -211,9 +212,9 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
     try:
         config = space.config_type(**config)
         if mode != "ptx" and not space.precision.tensor_cores:
-            load(space, config, Path(kernels)).compile()
+            compiled = load(space, config, Path(kernels)).compile()
             if mode == "count":
-                resources = _count_beside(space, config, Path(kernels))
+                resources = _count_beside(space, config, Path(kernels), compiled)
         else:
             try:
                 resources = count(space, config, directory=Path(kernels)).as_dict()
@@ -227,14 +228,14 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
     return {"seconds": time.perf_counter() - start, "resources": resources}
 
 
-def _count_beside(space, config, kernels) -> dict | None:
-    """The static resource report of a kernel Numba has compiled; None where it cannot be made,
-    which costs the variant nothing: it is measured, unpruned."""
+def _count_beside(space, config, kernels, compiled) -> dict | None:
+    """The static resource report of the kernel Numba has `compiled`, from its IR; None where it
+    cannot be made, which costs the variant nothing: it is measured, unpruned."""
     from .resources import count
     from .sass import NoDisassembler
 
     try:
-        return count(space, config, directory=kernels).as_dict()
+        return count(space, config, directory=kernels, compiled=compiled).as_dict()
     except NoDisassembler:
         return None
     except OSError:

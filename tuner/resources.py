@@ -1,6 +1,7 @@
 """Static resource counts of a generated CUDA kernel, without a GPU.
 
-The kernel is compiled to PTX by numba.cuda.compile_ptx, then assembled by ptxas -v, which
+The kernel is compiled to PTX by numba.cuda.compile_ptx (or, for a kernel Numba has compiled for
+an sm_90 GPU, by NVVM alone from the LLVM IR it kept), then assembled by ptxas -v, which
 reports registers per thread, stack frame, spill bytes and shared memory; a tensor-core kernel is
 compiled to LTO-IR and linked with the mma wrappers by nvJitLink instead (tuner/mma.py), whose log
 reports the same. The files go to a scratch folder of the kernel directory (disk.scratch_folder),
@@ -36,7 +37,8 @@ class CountUnavailable(RuntimeError):
 class Resources:
     """What ptxas reports for one kernel, how long compiling took, and the multiply-adds of one
     interior k-tile's SASS and their share of its instructions (None, with the reason, where they
-    cannot be counted). `ptxas_seconds` is 0 for a tensor-core kernel: linking includes it."""
+    cannot be counted). `ptx_seconds` is NVVM's alone where the PTX came from a compiled kernel's IR;
+    `ptxas_seconds` is 0 for a tensor-core kernel: linking includes it."""
 
     registers: int
     stack_bytes: int
@@ -105,6 +107,20 @@ def compile_ptx(space: Space, config: Tiling, arch: tuple[int, int] = ARCH,
     start = time.perf_counter()
     ptx, _ = cuda.compile_ptx(function, space.family.signature(space.precision), cc=arch,
                               launch_bounds=launch_bounds_of(space, config))
+    return ptx, time.perf_counter() - start
+
+
+def _ptx(space: Space, config: Tiling, arch: tuple[int, int], directory: Path | None,
+         compiled) -> tuple[str, float]:
+    """compile_ptx's PTX and seconds; from the LLVM IR of `compiled` (Numba's kernel of `config`,
+    Kernel.compile) where it was lowered for `arch`, this process's GPU being of `arch`: the same IR
+    and NVVM options, so the same PTX, without typing and lowering the kernel again."""
+    from numba import cuda
+
+    if compiled is None or cuda.get_current_device().compute_capability != arch:  # Numba lowers some code by it
+        return compile_ptx(space, config, arch, directory)
+    start = time.perf_counter()
+    ptx = compiled.inspect_asm(arch)  # NVVM again: Numba's own PTX is for compute_90a (CUDACodeLibrary._ensure_cc)
     return ptx, time.perf_counter() - start
 
 
@@ -178,9 +194,11 @@ def _link(space: Space, config: Tiling, arch: tuple[int, int], directory: Path |
     return log, time.perf_counter() - start
 
 
-def count(space: Space, config: Tiling, arch: tuple[int, int] = ARCH, directory: Path | None = None) -> Resources:
+def count(space: Space, config: Tiling, arch: tuple[int, int] = ARCH, directory: Path | None = None,
+          compiled=None) -> Resources:
     """Registers, stack, spills, shared memory, compile time and multiply-add share of `config`'s
-    kernel as compiled for `arch` (its file in the kernel `directory`, by default kernel_dir())."""
+    kernel as compiled for `arch` (its file in the kernel `directory`, by default kernel_dir());
+    `compiled`: that kernel as Numba compiled it for this process's GPU, whose IR gives the PTX."""
     _countable(space)
     with scratch(directory) as folder:
         cubin = folder / "kernel.cubin"
@@ -188,7 +206,7 @@ def count(space: Space, config: Tiling, arch: tuple[int, int] = ARCH, directory:
             output, seconds = _link(space, config, arch, directory, cubin)
             counts = {}
         else:
-            ptx, seconds = compile_ptx(space, config, arch, directory)
+            ptx, seconds = _ptx(space, config, arch, directory, compiled)
             start = time.perf_counter()
             output = assemble(ptx, arch, config.max_registers, cubin)
             counts = {"ptxas_seconds": time.perf_counter() - start}
