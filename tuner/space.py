@@ -5,6 +5,8 @@ that a heuristic prunes (too slow to compile, or bound to lose) can, but the sea
 are said here, with the reason, before anything compiles.
 """
 import itertools
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -274,13 +276,22 @@ class Space:
         flagship = None if simulated else FLAGSHIPS.get(self.precision.name)
         return (self.default(), SEED) + ((flagship,) if flagship and not self.violations(flagship) else ())
 
-    def __iter__(self):
-        """Every valid configuration, in a stable order."""
+    def candidates(self) -> Iterator[Tiling]:
+        """Every configuration the domains make (combinations() of them), valid or not, in a stable order."""
         domains = self.domains()
         for values in itertools.product(*domains.values()):
-            config = self.config_type(**dict(zip(domains, values)))
-            if not self.violations(config):
-                yield config
+            yield self.config_type(**dict(zip(domains, values)))
 
-    def size(self) -> int:
-        return sum(1 for _ in self)
+    def combinations(self) -> int:
+        """How many configurations the domains make, valid or not."""
+        return math.prod(map(len, self.domains().values()))
+
+    def __iter__(self):
+        """Every valid configuration, in a stable order."""
+        return (config for config in self.candidates() if not self.violations(config))
+
+    def size(self, follow=None) -> int:
+        """The number of valid configurations, each checked: over a minute for a CUDA-core space on two
+        cores. `follow(candidates, total)` wraps the candidates (a progress bar)."""
+        candidates = self.candidates() if follow is None else follow(self.candidates(), self.combinations())
+        return sum(1 for config in candidates if not self.violations(config))

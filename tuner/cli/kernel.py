@@ -36,11 +36,21 @@ def _render(args) -> None:
 
 
 def _describe_space(args) -> None:
+    """The domains at once, then the size of the valid space, which checks every configuration the
+    domains make (over a minute for a CUDA-core space: a progress bar where stderr is a terminal)."""
+    from tqdm import tqdm
+
     space = _space(args)
     print(f"backend={space.backend.name} dtype={space.precision.name} limits={space.backend.limits}")
     for name, domain in space.domains().items():
         print(f"  {name}: {', '.join(map(format_value, domain))}")
-    print(f"valid configurations: {space.size()}")
+    sys.stdout.flush()
+
+    def follow(candidates, total):
+        return tqdm(candidates, total=total, desc="checking configurations", unit=" configurations",
+                    file=sys.stderr, leave=False, dynamic_ncols=True, disable=not sys.stderr.isatty())
+
+    print(f"valid configurations: {space.size(follow)}")
     if isinstance(SEED, space.config_type):
         print(f"seed kernel (fast_matmul, TPB=16): {SEED.describe(space.backend)}")
 
