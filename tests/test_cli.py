@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tuner.cli import main
+from tuner.space import Space
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,6 +72,10 @@ def test_space_reports_size_and_seed(capsys, monkeypatch):
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert main(["space", "--backend", "roc", "--dtype", "float64"]) == 0
     assert "checking configurations" in capsys.readouterr().err
+    monkeypatch.setattr(Space, "candidates", lambda space: iter(()))
+    monkeypatch.setattr(sys, "stderr", None)  # closed (2>&-): Python sets it to None
+    assert main(["space", "--backend", "roc", "--dtype", "float64"]) == 0
+    assert "valid configurations: 0\n" in capsys.readouterr().out
 
 
 def test_version_names_the_distribution(capsys):

@@ -5,8 +5,8 @@ among the instructions one interior k-tile issues, a bound on its fraction of th
 The search does not measure a configuration whose ceiling is below half of the ceiling of the
 fastest variant its study has measured (the shape's winner, so small tiles stay in play for thin
 products), unless the study has nothing better left. A ceiling costs one compile (PTX, ptxas,
-nvdisasm), which the compile workers make beside the kernel's, taking the PTX from the IR Numba
-kept for it (compile_ahead.py), and it is kept on disk per template and configuration. Only
+nvdisasm), which the compile workers make beside the kernel's, on an sm_90 GPU taking the PTX from
+the IR Numba kept for it (compile_ahead.py), and it is kept on disk per template and configuration. Only
 numba-cuda outside the simulator, with nvdisasm, can count; elsewhere nothing is pruned.
 Tensor-core kernels have no ceiling: an HMMA keeps its pipe busy for several cycles, so its share
 of the issued instructions bounds nothing.

@@ -53,7 +53,8 @@ class Resources:
 
     @property
     def compile_seconds(self) -> float:
-        """PTX plus ptxas: what one variant costs the search before it runs."""
+        """PTX plus ptxas: for a fresh compile (`tuner resources`), what one variant costs the search
+        before it runs; from a compiled kernel's IR, NVVM's share of the PTX alone."""
         return self.ptx_seconds + self.ptxas_seconds
 
     @property

@@ -84,18 +84,22 @@ class _Relay(threading.Thread):
 
 
 def _start(command: list[str], backend: Backend, device: int, environ: dict, workers: list) -> None:
-    """Start the worker on `device`, in `environ` pinned, and the relays of its output. It is added to
-    `workers` as (device, process, relays started) as soon as it runs, so that a failure to start
-    a relay leaves no worker unknown."""
+    """Start the worker on `device`, in `environ` pinned, and the relays of its output, and add them to
+    `workers` as (device, process, relays). A worker whose output cannot be relayed is killed at once,
+    before it can have measured anything (it holds the stop signals until it follows its parent), and
+    the error raised: unread, its output would block it."""
     worker = subprocess.Popen(command, env=pinned_environment(backend, device, environ), text=True,
                               errors="replace", stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    relays = []
-    workers.append((device, worker, relays))
     prefix = f"[{backend.name} {device}] "
-    for stream, out in ((worker.stdout, sys.stdout), (worker.stderr, sys.stderr)):
-        relay = _Relay(stream, prefix, out)
-        relay.start()
-        relays.append(relay)
+    relays = [_Relay(worker.stdout, prefix, sys.stdout), _Relay(worker.stderr, prefix, sys.stderr)]
+    try:
+        for relay in relays:
+            relay.start()
+    except RuntimeError:
+        worker.kill()
+        worker.communicate()
+        raise
+    workers.append((device, worker, relays))
 
 
 def run_workers(command: list[str], backend: Backend, devices: list[int], environ: dict | None = None) -> int:
@@ -115,8 +119,9 @@ def run_workers(command: list[str], backend: Backend, devices: list[int], enviro
     # A second Ctrl-C kills them; the study and the cache survive that too.
     signals = [signal.SIGINT, signal.SIGKILL]
 
-    def signal_workers() -> None:
-        sent = signals.pop(0) if signals else signal.SIGKILL
+    def signal_workers(sent: int | None = None) -> None:
+        """Send each running worker `sent`, by default the next of `signals`."""
+        sent = sent or (signals.pop(0) if signals else signal.SIGKILL)
         for _, worker, _ in workers:
             if worker.poll() is None:
                 worker.send_signal(sent)
@@ -139,7 +144,7 @@ def run_workers(command: list[str], backend: Backend, devices: list[int], enviro
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
         if unstarted:
-            signal_workers()
+            signal_workers(signal.SIGINT)  # as a Ctrl-C, which still takes its turn: a second one kills them
         else:
             print(f"tuner search: {counted(len(workers), 'worker')} started, pinned with {backend.visible_devices}; "
                   "Ctrl-C stops them all", file=sys.stderr)
