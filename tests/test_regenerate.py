@@ -20,7 +20,11 @@ from tuner.simulator import describe as describe_simulator
 
 HERE = describe_simulator("cuda")
 OLD_TEMPLATES = dataclasses.replace(HERE, software={**HERE.software, "templates": "0ld"})
-SMALL = Config(block_m=32, block_n=32, thread_m=2, thread_n=2)
+# The simulator runs a Python thread per GPU thread, so the configurations the tests record take 64
+# threads a block (the default takes 256: four times the time), and no unrolled k-loop or prefetch
+# (compile workers take a third less time over them).
+SMALL = Config(block_m=16, block_n=16, thread_m=2, thread_n=2, unroll_k=1, prefetch=False)
+RUNNER_UP = Config(block_m=16, block_n=16, block_k=8, thread_m=2, thread_n=2, unroll_k=1, prefetch=False)
 ELONGATED = Config(block_m=64, block_n=64, thread_m=8, thread_n=2)  # against a heuristic added "since"
 TOO_MANY_THREADS = Config(block_m=128, block_n=128, thread_m=1, thread_n=1)  # against a hard rule
 PROBLEM = Problem(16, 16, 16)
@@ -52,7 +56,7 @@ def _measured(root, problem: Problem = PROBLEM) -> list:
 
 def test_a_template_change_re_renders_and_re_verifies_the_cached_configurations(tmp_path, capsys):
     cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
-                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (ELONGATED, 1.5), (Config(), 1.0)]))
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (ELONGATED, 1.5), (RUNNER_UP, 1.0)]))
     assert _regenerate(tmp_path) == 0
     out, err = capsys.readouterr()
     assert f"software: templates 0ld -> {HERE.software['templates']}" in out
@@ -60,7 +64,7 @@ def test_a_template_change_re_renders_and_re_verifies_the_cached_configurations(
     assert f"{ELONGATED.describe()}: no longer valid: the 8x2 register tile is elongated" in out
     assert f"{SMALL.describe()}: 2 GFLOP/s (simulated) -> " in out
     record = _here(tmp_path)
-    assert {entry.config for entry in record.ranked} == {SMALL, Config()}
+    assert {entry.config for entry in record.ranked} == {SMALL, RUNNER_UP}
     assert record.budget.measured == 2
     assert tuner.get_kernel(16, 16, 16, cache_dir=tmp_path).tuned
 
@@ -151,7 +155,9 @@ def test_a_precision_the_device_lacks_is_skipped(tmp_path, capsys, monkeypatch):
 
 
 def test_a_re_tune_stopped_halfway_is_finished_by_the_next_run_not_started_again(tmp_path, capsys, monkeypatch):
-    """Its budget is the study's measured variants when it began plus --trials, kept in the study."""
+    """Its budget is the study's measured variants when it began plus --trials, kept in the study. With
+    --trials 3 the warm start measures all three (the other GPU's best, the default and the seed):
+    started again, the second run would measure 3 more, not the 1 left."""
     import tuner.search
 
     cache.write_record(cache.record_path(tmp_path, H100.slug, PROBLEM.key), make_record(H100, PROBLEM, [(SMALL, 9e3)]))
@@ -163,13 +169,13 @@ def test_a_re_tune_stopped_halfway_is_finished_by_the_next_run_not_started_again
         return outcome
 
     monkeypatch.setattr(tuner.search.Search, "run", stopped_after_two)
-    assert _regenerate(tmp_path, "--trials", "5") == 130
+    assert _regenerate(tmp_path, "--trials", "3") == 130
     monkeypatch.setattr(tuner.search.Search, "run", run)
-    assert _regenerate(tmp_path, "--trials", "5") == 0
+    assert _regenerate(tmp_path, "--trials", "3") == 0
     out, err = capsys.readouterr()
     assert "tuned before on NVIDIA H100 80GB HBM3\n" in err and "on Numba CUDA simulator" not in err
-    assert "float32-16x16x16: re-tuned" in out and "after 5 variants (before: 9,000 GFLOP/s on NVIDIA H100" in out
-    assert _here(tmp_path).budget.measured == 5
+    assert "float32-16x16x16: re-tuned" in out and "after 3 variants (before: 9,000 GFLOP/s on NVIDIA H100" in out
+    assert _here(tmp_path).budget.measured == 3
 
 
 @pytest.mark.parametrize("arguments, message", [
@@ -267,7 +273,7 @@ def test_a_regeneration_stopped_halfway_is_finished_by_the_next_run(tmp_path, ca
     import tuner.regenerate
 
     cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
-                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (Config(), 1.0)]))
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (RUNNER_UP, 1.0)]))
     measure_all = tuner.regenerate._measure_all
 
     def stopped_after_the_first(search, configs, workers):
@@ -299,17 +305,22 @@ def test_a_gpu_leaves_the_products_tuned_only_on_the_simulator_alone(tmp_path):
 
 
 def test_re_verifying_and_re_tuning_compile_ahead_in_workers_as_a_search_does(tmp_path, capsys):
-    """Each measured variant was compiled by a compile worker (compile_ahead.py) while another was measured."""
+    """Each measured variant was compiled by a compile worker (compile_ahead.py) while another was measured.
+    The re-tune is warm-started from two other GPUs' bests, both small tiles, rather than the default's."""
     retuned = Problem(16, 16, 32)
     cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
-                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (QUICK[0], 1.0)]))
-    cache.write_record(cache.record_path(tmp_path, H100.slug, retuned.key), make_record(H100, retuned, [(SMALL, 9e3)]))
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (RUNNER_UP, 1.0)]))
+    a100 = dataclasses.replace(H100, name="NVIDIA A100-SXM4-80GB", arch="sm_80")
+    for device, best in ((H100, SMALL), (a100, RUNNER_UP)):
+        cache.write_record(cache.record_path(tmp_path, device.slug, retuned.key),
+                           make_record(device, retuned, [(best, 9e3)]))
     assert _regenerate(tmp_path, "--trials", "2", "--compile-workers", "1") == 0
     out = capsys.readouterr().out
     assert "float32-16x16x16: re-verified" in out and "float32-16x16x32: re-tuned" in out
     for problem in (PROBLEM, retuned):
         measured = _measured(tmp_path, problem)
         assert len(measured) == 2 and all(trial.user_attrs["seconds"]["compile_ahead"] > 0 for trial in measured)
+        assert {Config(**trial.params) for trial in measured} == {SMALL, RUNNER_UP}
 
 
 def test_regenerate_has_the_compile_workers_of_tuner_search(tmp_path, monkeypatch):
@@ -331,7 +342,8 @@ def test_regenerate_has_the_compile_workers_of_tuner_search(tmp_path, monkeypatc
     assert asked == [0, 5, 2]
 
 
-QUICK = [Config(block_m=m, block_n=n, thread_m=2, thread_n=2) for m, n in ((16, 16), (32, 16), (16, 32), (32, 32))]
+QUICK = [Config(block_m=m, block_n=n, thread_m=m // 8, thread_n=n // 8)  # 64 threads each
+         for m, n in ((16, 16), (32, 16), (16, 32), (32, 32))]
 
 
 def _regenerate_beside(root, out: str, start) -> None:
@@ -561,13 +573,13 @@ def _held_by_another_study(root) -> None:
     from tuner.search import Search
 
     cache.write_record(cache.record_path(root, HERE.slug, PROBLEM.key),
-                       make_record(HERE, PROBLEM, [(OTHER, 3.0), (Config(), 2.0)]))
+                       make_record(HERE, PROBLEM, [(OTHER, 3.0), (RUNNER_UP, 2.0)]))
     Search(open_runtime(tuner.backends.CUDA, simulate=True), PROBLEM, root=root).study.set_user_attr(REGENERATING, True)
 
 
 def test_a_re_verification_says_it_kept_another_studys_record(tmp_path, capsys):
     cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
-                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (Config(), 1.0)]))
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (RUNNER_UP, 1.0)]))
     _held_by_another_study(tmp_path)
     assert _regenerate(tmp_path) == 0
     out = capsys.readouterr().out
