@@ -18,8 +18,10 @@ from tuner.problem import Problem
 from tuner.space import Space
 
 HERE = describe_simulator("cuda")  # the device the tests run on
-SMALL = Config(block_m=32, block_n=32, thread_m=2, thread_n=2)
-LARGE = Config(block_m=64, block_n=32, thread_m=4, thread_n=2, prefetch=False)
+# 32 threads a block each: a record under other software is verified on the simulator, which runs a
+# Python thread per GPU thread, on 2 x 2 blocks (the default's 256 threads take eight times as long).
+SMALL = Config(block_m=16, block_n=16, thread_m=4, thread_n=2)
+LARGE = Config(block_m=32, block_n=16, thread_m=4, thread_n=4, prefetch=False)
 
 
 def _store(root, device, problem, ranked):
@@ -150,7 +152,7 @@ def test_the_record_of_the_nearest_shape_is_used(cache_dir):
         near_small, near_large = tuner.get_kernel(20, 12, 16), tuner.get_kernel(60, 60, 100)
     assert (near_small.config, near_small.record, near_small.tuned_for) == (SMALL, small, Problem(16, 16, 16))
     assert (near_large.config, near_large.record, near_large.tuned_for) == (LARGE, large, Problem(64, 64, 64))
-    assert near_large.grid == (2, 1) and near_large.block == LARGE.threads
+    assert near_large.grid == (4, 2) and near_large.block == LARGE.threads  # 60 / 16 columns, 60 / 32 rows
     assert "cache=True" in near_large.source_path.read_text()
 
 
