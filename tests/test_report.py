@@ -35,6 +35,32 @@ def searched(tmp_path_factory):
     return root, out.getvalue()
 
 
+@pytest.fixture(scope="module")
+def searched_once(tmp_path_factory):
+    """A cache directory after a 1-variant simulated search (the default configuration): the tests
+    that change a study copy it (_copy) rather than each searching."""
+    root = tmp_path_factory.mktemp("cache-once")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--trials", "1",
+                     "--cache-dir", str(root)]) == 0
+    return root
+
+
+@pytest.fixture(scope="module")
+def no_bench(tmp_path_factory) -> str:
+    """An empty --bench folder, for the reports of tests not about benchmark results: drawing the
+    repository's (bench/results) takes about half of a report's time. test_a_study_of_one_variant_...
+    draws them, and test_report_writes_a_page_and_its_figures a result of its own."""
+    return str(tmp_path_factory.mktemp("no-bench"))
+
+
+def _copy(cache_dir: Path, tmp_path: Path) -> Path:
+    """The test's own copy of a module fixture's cache directory."""
+    root = tmp_path / "cache"
+    shutil.copytree(cache_dir, root)
+    return root
+
+
 def test_search_ends_with_a_summary(searched):
     root, out = searched
     [path] = cache.record_paths(root)
@@ -69,12 +95,12 @@ def test_report_writes_a_page_and_its_figures(searched, tmp_path, capsys):
     assert "Skipped" in page and "unreadable" in page
 
 
-def test_show_and_report_print_the_best_time_alike(searched, tmp_path, capsys):
+def test_show_and_report_print_the_best_time_alike(searched, tmp_path, capsys, no_bench):
     root, _ = searched
     [path] = cache.record_paths(root)
     assert main(["show", cache.record_id(root, path), "--cache-dir", str(root)]) == 0
     shown = re.findall(r"median (\S+ ms) over", capsys.readouterr().out)
-    assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path)]) == 0
+    assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path), "--bench", no_bench]) == 0
     assert re.findall(r"median (\S+ ms) over", (tmp_path / "report.html").read_text()) == shown != []
 
 
@@ -124,32 +150,33 @@ def test_report_refuses_a_bench_path_that_does_not_exist(searched, tmp_path, cap
     assert not (tmp_path / "report").exists()
 
 
-def test_report_skips_a_file_in_the_studies_folder_that_is_not_a_journal(searched, tmp_path):
+def test_report_skips_a_file_in_the_studies_folder_that_is_not_a_journal(searched, tmp_path, no_bench):
     root, _ = searched
     notes = root / "studies" / "notes.journal"
     notes.write_text("my notes\n")
     try:
         with pytest.warns(UserWarning, match=f"tuner: skipping {notes}: it is not a study journal"):
-            assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path / "report")]) == 0
+            assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path / "report"),
+                         "--bench", no_bench]) == 0
     finally:
         notes.unlink()
 
 
-def test_report_refuses_a_damaged_journal_naming_it(tmp_path):
-    assert main(["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--trials", "1",
-                 "--cache-dir", str(tmp_path)]) == 0
-    [journal] = (tmp_path / "studies").glob("*.journal")
+def test_report_refuses_a_damaged_journal_naming_it(searched_once, tmp_path):
+    root = _copy(searched_once, tmp_path)
+    [journal] = (root / "studies").glob("*.journal")
     lines = journal.read_bytes().splitlines(keepends=True)
     journal.write_bytes(b"".join([*lines[:2], b"garbage line\n", *lines[2:]]))
     with pytest.raises(ValueError, match="holds a line that is no Optuna journal entry"):
-        find_study(tmp_path, None, None)
+        find_study(root, None, None)
 
 
-def test_a_study_name_in_two_journals_is_reported_from_the_latest(tmp_path):
+def test_a_study_name_in_two_journals_is_reported_from_the_latest(tmp_path, no_bench):
     for backend, size in (("cuda", "16"), ("roc", "8")):
         assert main(["search", "--backend", backend, "--simulate", "--shape", size, size, size, "--trials", "1",
                      "--study", "S", "--cache-dir", str(tmp_path)]) == 0
-    assert main(["report", "--study", "S", "--cache-dir", str(tmp_path), "--out", str(tmp_path / "report")]) == 0
+    assert main(["report", "--study", "S", "--cache-dir", str(tmp_path), "--out", str(tmp_path / "report"),
+                 "--bench", no_bench]) == 0
     journals = re.findall(r"[\w-]+\.journal", (tmp_path / "report" / "report.html").read_text())
     assert journals and all(journal.startswith("roc-") for journal in journals), journals
 
@@ -257,17 +284,14 @@ def test_a_study_of_one_variant_is_said_in_the_singular_and_drawn_without_matplo
     assert "GFLOP/s (simulated CPU time) of the 1 variant that passed," in page
 
 
-def _searched_study(root, trials: int) -> optuna.Study:
-    """The study of a quiet simulated search of `trials` variants into the cache `root`."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert main(["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--trials", str(trials),
-                     "--cache-dir", str(root)]) == 0
-    return find_study(root, None, None)[0]
+def _searched_study(cache_dir: Path, tmp_path: Path) -> tuple[Path, optuna.Study]:
+    """The test's own copy of a module fixture's cache directory, and the study of its search."""
+    root = _copy(cache_dir, tmp_path)
+    return root, find_study(root, None, None)[0]
 
 
-def test_a_trial_whose_measurement_the_tuner_did_not_make_is_left_out_of_the_report(tmp_path):
-    root = tmp_path / "cache"
-    study = _searched_study(root, 2)
+def test_a_trial_whose_measurement_the_tuner_did_not_make_is_left_out_of_the_report(searched, tmp_path):
+    root, study = _searched_study(searched[0], tmp_path)
     honest = max((trial for trial in study.trials if trial.value), key=lambda trial: trial.value)
     study.add_trial(optuna.trial.create_trial(params=honest.params, distributions=honest.distributions, value=9e9,
                                               user_attrs=honest.user_attrs, system_attrs=honest.system_attrs))
@@ -279,10 +303,9 @@ def test_a_trial_whose_measurement_the_tuner_did_not_make_is_left_out_of_the_rep
 
 @pytest.mark.parametrize("value", [None, [1.0, 2.0]], ids=["null", "two"])  # a TypeError and a RuntimeError before
 def test_a_trial_whose_value_in_the_journal_is_not_one_number_is_left_out_of_the_report_and_the_search(
-        tmp_path, capsys, value):
-    root = tmp_path / "cache"
+        searched_once, tmp_path, capsys, no_bench, value):
+    root = _copy(searched_once, tmp_path)  # a search of 1 variant
     args = ["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--cache-dir", str(root)]
-    assert main([*args, "--trials", "1"]) == 0
     study, label, _ = find_study(root, None, None)
     [measured] = [trial for trial in study.trials if trial.value]
     journal = Path(label)
@@ -294,7 +317,7 @@ def test_a_trial_whose_value_in_the_journal_is_not_one_number_is_left_out_of_the
     capsys.readouterr()
     with pytest.warns(UserWarning, match=f"trial {measured.number} of the study is left out: its measurement is not "
                                          f"one the tuner made \\(its value .* is not one number\\)"):
-        assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path / "report")]) == 0
+        assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path / "report"), "--bench", no_bench]) == 0
         assert main([*args, "--trials", "1"]) == 0
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
@@ -326,25 +349,25 @@ def test_a_studys_product_is_known_from_its_key():
         assert keyed_problem(key) is None
 
 
-def test_a_study_whose_identity_is_not_an_object_is_reported_without_a_record(tmp_path):
-    root = tmp_path / "cache"
-    study = _searched_study(root, 1)
+def test_a_study_whose_identity_is_not_an_object_is_reported_without_a_record(searched_once, tmp_path, no_bench):
+    root, study = _searched_study(searched_once, tmp_path)
     study.set_user_attr("identity", "x")
     with pytest.warns(UserWarning, match="the study names no product, so its measurements cannot be checked"):
-        assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path / "report")]) == 0
+        assert main(["report", "--cache-dir", str(root), "--out", str(tmp_path / "report"), "--bench", no_bench]) == 0
     page = (tmp_path / "report" / "report.html").read_text()
     assert "fingerprint unknown" in page and "no cache record of this study&#39;s product and device was found" in page
 
 
-def test_a_record_made_by_another_study_of_the_product_is_not_reported_as_this_studys_best(tmp_path):
+def test_a_record_made_by_another_study_of_the_product_is_not_reported_as_this_studys_best(
+        searched, tmp_path, no_bench):
     from tuner.storage import open_storage
 
-    root = tmp_path / "cache"
-    made = _searched_study(root, 2)
+    root, made = _searched_study(searched[0], tmp_path)
     _, label, _ = find_study(root, None, None)
     other = optuna.create_study(study_name="other", storage=open_storage(label), direction="maximize")
     other.set_user_attr("identity", identity(made))
-    assert main(["report", "--cache-dir", str(root), "--study", "other", "--out", str(tmp_path / "report")]) == 0
+    assert main(["report", "--cache-dir", str(root), "--study", "other", "--out", str(tmp_path / "report"),
+                 "--bench", no_bench]) == 0
     page = (tmp_path / "report" / "report.html").read_text()
     assert f"0 variants passed; the cache record of this product and device was made by another study, &#39;" \
            f"{made.study_name}&#39;" in page
@@ -352,12 +375,12 @@ def test_a_record_made_by_another_study_of_the_product_is_not_reported_as_this_s
 
 
 @pytest.mark.parametrize("device_known", [False, True], ids=["no record of the device", "another product's record"])
-def test_a_trial_the_tuner_did_not_make_is_left_out_of_a_report_without_the_studys_record(tmp_path, device_known):
+def test_a_trial_the_tuner_did_not_make_is_left_out_of_a_report_without_the_studys_record(
+        searched_once, tmp_path, device_known):
     """Without the study's record, its product comes from the study and its device from any record
     of that device: a forgery that needs the device to be told (a fraction of peak where the device
     has none) is caught only where one names it."""
-    root = tmp_path / "cache"
-    study = _searched_study(root, 1)
+    root, study = _searched_study(searched_once, tmp_path)
     for path in cache.record_paths(root):
         path.unlink()
     if device_known:
