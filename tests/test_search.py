@@ -3,6 +3,7 @@ import dataclasses
 import json
 import os
 import signal
+import zlib
 
 import numpy as np
 import optuna
@@ -39,6 +40,21 @@ def _sampler_options(monkeypatch, **options) -> None:
 
 def _measured(search: Search) -> list:
     return [trial for trial in search.study.trials if trial.user_attrs.get("kind") == "measured"]
+
+
+def _modelled(monkeypatch) -> None:
+    """Make the searches' measurements a fixed rate per configuration, made up, for tests of what the
+    search asks and counts rather than what it measures: a sampled configuration may take 1,024
+    simulated threads, several seconds a launch."""
+    from tuner.measure import Measured
+    from tuner.record import Measurement
+
+    def measure(runtime, space, problem, config, operands, protocol, directory):
+        gflops = 1.0 + zlib.crc32(config_key(config.as_dict()).encode()) % 1000 / 1000
+        return Measured(Measurement("ok", relative_error=0.0, seconds=problem.flops / gflops / 1e9, reps=1,
+                                    gflops=gflops))
+
+    monkeypatch.setattr(tuner.search, "measure", measure)
 
 
 class _Launches:
@@ -197,7 +213,8 @@ def test_build_and_launch_failures_are_recorded_with_the_reason(tmp_path, monkey
     assert _measured(search)[0].state.name == "COMPLETE"  # learnt from, not an ignored FAIL
 
 
-def test_rerunning_resumes_without_measuring_again(tmp_path):
+def test_rerunning_resumes_without_measuring_again(tmp_path, monkeypatch):
+    _modelled(monkeypatch)
     first = _search(tmp_path).run(trials=2, timeout=None)
     search = _search(tmp_path)
     trials_before = len(search.study.trials)
@@ -212,6 +229,7 @@ def test_a_search_goes_through_every_turn_of_the_default_sampler(tmp_path, monke
     """The warm start (2), TPE's turn (2) and the local search (3), each measuring only
     configurations not measured before."""
     _sampler_options(monkeypatch, startup=2, tpe_first=4)
+    _modelled(monkeypatch)
     search = _search(tmp_path)
     outcome = search.run(trials=7, timeout=None)
     measured = [trial.params for trial in _measured(search)]
@@ -368,11 +386,12 @@ def test_a_search_writes_only_what_its_study_measured(tmp_path):
     assert max(entry.measurement.gflops for entry in ranked) < 1e8
 
 
-def test_a_configuration_whose_static_ceiling_is_below_half_the_best_is_never_measured(tmp_path):
+def test_a_configuration_whose_static_ceiling_is_below_half_the_best_is_never_measured(tmp_path, monkeypatch):
     """Ceilings stand in for fma_fraction (the simulator compiles nothing): the seed kernel's 1x1
     tile, queued by the warm start, is told invalid with the reason and costs no device time."""
     from tuner.ceiling import Ceilings
 
+    _modelled(monkeypatch)
     counted = []
 
     def count(config):
@@ -482,7 +501,10 @@ def test_the_prune_threshold_follows_the_fastest_variant_not_the_highest_ceiling
     monkeypatch.setattr(tuner.search, "measure", measure)
     search = _search(tmp_path)
     search.ceilings = Ceilings(tmp_path / "ceilings.json", lambda config: 0.05 + 0.1 * tile(config))
-    small, big, smaller = (next(config for config in search.space if tile(config) == size) for size in (8, 16, 4))
+    # Valid tiles of 8, 16 and 4 elements per thread (finding the first of 16 in the space took 6 s).
+    small, big, smaller = (Config(block_m=16, block_n=n, block_k=8, thread_m=m, thread_n=t, unroll_k=1, pad=0,
+                                  prefetch=False) for n, m, t in ((16, 2, 4), (32, 4, 4), (16, 2, 2)))
+    assert [tile(config) for config in (small, big, smaller) if not search.space.violations(config)] == [8, 16, 4]
     for config in (small, big, smaller):  # ceilings 0.85, 1.65 and 0.45, measured in this order
         search.study.enqueue_trial(config.as_dict())
     search.run(trials=3, timeout=None, warm=False)
