@@ -29,8 +29,8 @@ def _made_up_rates():
 
     def measure(runtime, space, problem, config, operands, protocol, directory):
         gflops = 1.0 + config.threads / 1024
-        return Measured(Measurement("ok", relative_error=0.0, seconds=problem.flops / gflops / 1e9, reps=1,
-                                    gflops=gflops))
+        return Measured(Measurement("ok", relative_error=0.0, seconds=problem.flops / gflops / 1e9, spread=0.0,
+                                    reps=2, gflops=gflops, clock=runtime.clock))
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("tuner.search.measure", measure)

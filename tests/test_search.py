@@ -51,8 +51,8 @@ def _modelled(monkeypatch) -> None:
 
     def measure(runtime, space, problem, config, operands, protocol, directory):
         gflops = 1.0 + zlib.crc32(config_key(config.as_dict()).encode()) % 1000 / 1000
-        return Measured(Measurement("ok", relative_error=0.0, seconds=problem.flops / gflops / 1e9, reps=1,
-                                    gflops=gflops))
+        return Measured(Measurement("ok", relative_error=0.0, seconds=problem.flops / gflops / 1e9, spread=0.0,
+                                    reps=2, gflops=gflops, clock=runtime.clock))
 
     monkeypatch.setattr(tuner.search, "measure", measure)
 
@@ -546,10 +546,12 @@ FORGERIES = {
 
 
 @pytest.mark.parametrize("forge", FORGERIES.values(), ids=FORGERIES.keys())
-def test_a_forged_trial_in_the_journal_reaches_neither_the_record_nor_the_prune_threshold(tmp_path, forge):
+def test_a_forged_trial_in_the_journal_reaches_neither_the_record_nor_the_prune_threshold(tmp_path, monkeypatch,
+                                                                                          forge):
     """A trial appended to a study's journal by hand, claiming a rate the tuner did not measure, is
     left out of the record, with a warning, and of the best that sets the prune threshold, and its
     configuration is queued and measured again."""
+    _modelled(monkeypatch)
     search = _search(tmp_path)
     search.run(trials=1, timeout=None, warm=False)
     honest = _measured(search)[0]
@@ -574,9 +576,10 @@ def test_a_forged_trial_in_the_journal_reaches_neither_the_record_nor_the_prune_
         honest.number + 1, honest.number + 2]
 
 
-def test_a_trial_whose_kind_tuner_does_not_tell_is_named_as_left_out_and_measured_again(tmp_path):
+def test_a_trial_whose_kind_tuner_does_not_tell_is_named_as_left_out_and_measured_again(tmp_path, monkeypatch):
     from tuner.studies import StudyTrials
 
+    _modelled(monkeypatch)
     search = _search(tmp_path)
     search.run(trials=1, timeout=None, warm=False)
     honest = _measured(search)[0]
@@ -600,7 +603,8 @@ def test_a_trial_whose_kind_tuner_does_not_tell_is_named_as_left_out_and_measure
             "tells"} == said
 
 
-def test_a_forged_trial_does_not_count_in_the_budget(tmp_path):
+def test_a_forged_trial_does_not_count_in_the_budget(tmp_path, monkeypatch):
+    _modelled(monkeypatch)
     search = _search(tmp_path)
     search.run(trials=1, timeout=None, warm=False)
     honest = _measured(search)[0]
@@ -633,7 +637,8 @@ def test_a_measurement_this_search_makes_that_fails_the_records_check_is_a_faile
         "implausible: its rate 9,000,000,000 GFLOP/s is not the product's operations over its median 1,000 ms"] == 1
 
 
-def test_the_command_line_counts_a_forged_trial_neither_in_its_budget_nor_as_measured(tmp_path, capsys):
+def test_the_command_line_counts_a_forged_trial_neither_in_its_budget_nor_as_measured(tmp_path, capsys, monkeypatch):
+    _modelled(monkeypatch)
     args = ["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--cache-dir", str(tmp_path)]
     assert main(args + ["--trials", "1"]) == 0
     search = _search(tmp_path)  # the command's study: PROBLEM's on the simulator
