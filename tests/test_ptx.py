@@ -78,8 +78,7 @@ def test_fma_fraction_and_compile_seconds_are_reported():
     assert report["compile_seconds"] >= report["ptx_seconds"] > 0
 
 
-@pytest.mark.slow  # the count and its FMA fraction: test_fma_fraction_and_compile_seconds_are_reported
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("float64", marks=pytest.mark.slow)])
 def test_the_flagship_issues_mostly_multiply_adds_without_spills(dtype):
     """About 20 s each: the fully unrolled 8x8 vector tile is the slowest variant to compile."""
     report = _resources("--dtype", dtype, *FLAGSHIPS[dtype].describe().split())

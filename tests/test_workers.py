@@ -65,12 +65,7 @@ def _kill_one_mid_trial(root, url, workers) -> tuple[subprocess.Popen, int]:
     raise AssertionError("no worker was seen measuring: " + str([w.communicate(timeout=60) for w in workers]))
 
 
-@pytest.mark.parametrize("storage", [
-    # the journal covers the kill in the default run, and the PostgreSQL study's sharing is covered by
-    # test_workers_opening_a_new_postgresql_database_at_once_all_get_the_study
-    pytest.param("postgresql", marks=pytest.mark.slow),
-    "journal",
-])
+@pytest.mark.parametrize("storage", ["postgresql", "journal"])
 def test_three_workers_share_one_study_and_survive_a_killed_one(tmp_path, request, storage):
     url = request.getfixturevalue("postgres_url") if storage == "postgresql" else None
     options = ["--storage", url, "--study", "shared"] if url else []
