@@ -21,6 +21,7 @@ from tuner.problem import Problem
 from tuner.runtime import open_runtime
 from tuner.search import Search
 from tuner.stopping import PARENT
+from tuner.trials import config_key
 
 SMALL = Config(block_m=32, block_n=32, thread_m=2, thread_n=2)
 
@@ -115,6 +116,23 @@ def test_a_pooled_search_measures_its_budget_each_configuration_once(tmp_path):
     assert outcome.compile_workers == 2
 
 
+def test_a_pooled_search_fails_the_variant_a_worker_could_not_compile_and_goes_on(tmp_path, monkeypatch):
+    """A worker's error (here a worker killed mid-compile) fails that variant as "compile" and
+    costs one of the budget; the search measures the rest and loses no trial."""
+    died = "the compile worker died (killed by SIGKILL, likely out of memory)"
+    victim, result = config_key(QUICK[1].as_dict()), CompilePool.result
+    monkeypatch.setattr(CompilePool, "result", lambda pool, key: compile_ahead.Compiled(seconds=0.5, error=died)
+                        if key == victim else result(pool, key))
+    search = Search(open_runtime(CUDA, simulate=True), Problem(16, 16, 16), root=tmp_path)
+    search.enqueue(QUICK)
+    outcome = search.run(trials=None, timeout=None, budget=4, compile_workers=2, warm=False)
+    measured = [t for t in search.study.trials if t.user_attrs.get("kind") == "measured"]
+    failed = [t.user_attrs["measurement"] for t in measured if t.user_attrs["measurement"]["status"] != "ok"]
+    assert outcome.spent and len(measured) == 4 and outcome.failed == 1
+    assert [(m["status"], m["reason"]) for m in failed] == [("compile", died)]
+    assert not [t for t in search.study.trials if t.state.name == "RUNNING"]
+
+
 def test_a_simulated_backend_that_cannot_compile_ahead_is_said_to_have_no_workers(tmp_path, capsys):
     """ROC source compiles only on an AMD GPU: the summary names no workers, and the first variant's
     wait (starting up) is told apart from the median of the others."""
@@ -163,7 +181,8 @@ def _study_trials(root) -> list:
     return optuna.load_study(study_name=name, storage=storage).trials
 
 
-@pytest.mark.slow  # the pool's side: test_a_crashed_or_hung_worker_fails_its_variant_and_is_replaced
+@pytest.mark.slow  # default run: test_a_crashed_or_hung_worker_fails_its_variant_and_is_replaced (the pool's side),
+# test_a_pooled_search_fails_the_variant_a_worker_could_not_compile_and_goes_on (the search's)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_pooled_search_survives_a_killed_compile_worker(tmp_path):
     process = _pooled_search(tmp_path, 4)
