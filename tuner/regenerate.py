@@ -31,7 +31,7 @@ from .runtime import Runtime
 from .search import Search, study_name
 from .stopping import Terminated
 from .storage import open_storage
-from .trials import measurement, passed
+from .trials import measurement
 
 REGENERATING = "regenerating"  # the study attribute that marks a regeneration under way
 RETUNE_BUDGET = "re-tune budget"  # measured variants a re-tune under way stops at
@@ -201,9 +201,9 @@ def _reverify(search: Search, old: Record, workers: int) -> tuple[bool, list[str
 
 def _kept(search: Search) -> str:
     """Why the cache keeps another study's record of this device although this study has a variant
-    that passed (Search.left_to_replace); "" where it does not."""
-    held, left = search.left_to_replace()
-    if not left or not any(map(passed, search.counted_trials())):
+    that passed (Search.kept_record); "" where it does not."""
+    held, left = search.kept_record()
+    if not left:
         return ""
     return (f"another study's record ({held.study['name']!r} in {held.study['storage']}) serves this device; this "
             f"study replaces it once it has measured its {counted(len(left), 'configuration')} not measured here")

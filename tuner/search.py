@@ -424,6 +424,15 @@ class Search:
         return held, [config for config in held.configs
                       if not self.space.violations(config) and self.measured(config) is None]
 
+    def kept_record(self) -> tuple[record.Record | None, list[Tiling]]:
+        """Another study's cache record that the cache keeps although this study has a variant that
+        passed, and its configurations left to measure before this study's replaces it
+        (left_to_replace); (None, []) where none is kept."""
+        held, left = self.left_to_replace()
+        if not left or not any(map(passed, self.counted_trials())):
+            return None, []
+        return held, left
+
     def save(self) -> tuple[record.Record | None, Path | None]:
         """Write the study's best so far to the cache: the record as stored and its path, or
         (None, None) while no variant has passed, or while another study's record there holds

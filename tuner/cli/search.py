@@ -19,7 +19,6 @@ from ..record import file_stem
 from ..runtime import NoGPU, Runtime, chosen_backend, detect_runtime, open_runtime
 from ..sampler import SAMPLERS
 from ..space import Space
-from ..trials import passed
 from ..stopping import follow_parent, stop_on_sigterm
 from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
 from .arguments import (DTYPE_HELP, _positive, _seconds, _seed, _study_name, add_backend, add_cache_dir,
@@ -155,8 +154,8 @@ def _search(args) -> int:
         print(f"throughput: {counted(len(outcome.intervals), 'variant')} evaluated in {outcome.wall_seconds:.0f} s, "
               f"the first after {first:.2f} s{each}; verifying and timing took "
               f"{outcome.measuring_seconds / outcome.wall_seconds:.0%} of it{ahead}")
-    held, left = search.left_to_replace()
-    kept = not outcome.record and bool(left) and any(map(passed, completed))  # a good record, another study's
+    held, left = search.kept_record()
+    kept = not outcome.record and bool(left)  # a good record, another study's
     if outcome.record:
         print_best(outcome.record)
     elif kept:
