@@ -540,6 +540,18 @@ def test_the_kept_records_advice_counts_the_configurations_queued_before_its_own
     assert f"({held} left): rerun with --trials {1 + 2 + held}\n" in capsys.readouterr().out
 
 
+def test_the_kept_records_advice_counts_a_configuration_the_record_lists_twice_once(tmp_path, capsys):
+    """A record edited by hand may list a configuration twice (it still loads): it is measured once."""
+    args, held = _held_record(tmp_path, capsys)
+    path = next(tmp_path.glob("records/*/*.json"))
+    data = json.loads(path.read_text())
+    data["runners_up"].append(data["runners_up"][-1])  # the last: the first is measured by the run below
+    path.write_text(json.dumps(data))
+    assert len(cache.read_record(path).ranked) == held + 1
+    assert main([*args, "--trials", "1"]) == 0
+    assert f"({held - 1} left): rerun with --trials {held}\n" in capsys.readouterr().out
+
+
 def test_the_kept_records_advice_is_never_below_the_budget_asked(tmp_path, capsys):
     args, held = _held_record(tmp_path, capsys)
     assert main([*args, "--trials", "50", "--timeout", "0.001"]) == 0

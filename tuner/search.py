@@ -413,16 +413,17 @@ class Search:
     def left_to_replace(self) -> tuple[record.Record | None, list[Tiling]]:
         """The cache record at this search's path if another study made it (a new --study or
         --storage for a product already tuned: the cache holds one record per product and device),
-        and those of its configurations in the space that this study has not measured; (None, [])
-        if there is no such record."""
+        and those of its configurations in the space that this study has not measured, each once (a
+        record edited by hand may list one twice); (None, []) if there is no such record."""
         try:
             held = cache.read_record(self.path)
         except (cache.CacheError, OSError):  # none yet, or one that cannot be read: nothing to re-measure
             return None, []
         if _study_place(held.study) == _study_place({"name": self.study.study_name, "storage": self.storage_label}):
             return None, []
-        return held, [config for config in held.configs
-                      if not self.space.violations(config) and self.measured(config) is None]
+        left = {config_key(config.as_dict()): config for config in held.configs
+                if not self.space.violations(config) and self.measured(config) is None}
+        return held, list(left.values())
 
     def kept_record(self) -> tuple[record.Record | None, list[Tiling]]:
         """Another study's cache record that the cache keeps although this study has a variant that
