@@ -1,6 +1,7 @@
 """`tuner render` and `tuner space`: source for both backends, one-line errors for mistakes."""
 import ast
 import io
+import json
 import os
 import re
 import subprocess
@@ -100,6 +101,23 @@ def test_output_cut_short_by_its_reader_stops_quietly(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdout", LeftReader())
     assert main(["render", "--backend", "cuda"]) == 141
     assert capsys.readouterr().err == ""
+
+
+def test_a_closed_stdout_or_stderr_takes_nothing_and_fails_nothing(monkeypatch, capsys, tmp_path):
+    """`tuner render >&-`, `tuner search 2>&-`: Python sets a closed stream to None; what is meant for
+    it goes nowhere, failing no command, and stderr's lines never land in stdout (`list --json`)."""
+    out = sys.stdout
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(["render", "--backend", "cuda"]) == 0
+    assert main(["space", "--backend", "cuda", "--dtype", "tf32"]) == 0
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", None)
+    assert main(["search", "--backend", "cuda", "--simulate", "--shape", "16", "16", "16", "--trials", "1",
+                 "--cache-dir", str(tmp_path)]) == 0
+    (next((tmp_path / "records").iterdir()) / "float32-1x1x1.json").write_text("{")
+    capsys.readouterr()
+    assert main(["list", "--json", "--cache-dir", str(tmp_path)]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 1
 
 
 def _tuner(argv, stdout, tmp_path, buffered=True):

@@ -141,29 +141,31 @@ _python_warning = warnings.formatwarning
 
 def main(argv=None) -> int:
     warnings.formatwarning = _one_line_warning
-    stdout = sys.stdout
-    if stdout is not None:  # None where stdout was closed: print() then writes nothing
-        sys.stdout = _Output(stdout)
-    try:
-        args = parse(argv)
-        status = _run(args)
-        if stdout is not None:
+    stdout, stderr = sys.stdout, sys.stderr
+    with open(os.devnull, "w") as nowhere:
+        # A stream the caller closed (`>&-`) is None, which sys.stdout.write() fails on and print(file=None) takes
+        # for stdout: what is meant for it goes nowhere instead.
+        sys.stdout = _Output(nowhere if stdout is None else stdout)
+        sys.stderr = nowhere if stderr is None else stderr
+        try:
+            args = parse(argv)
+            status = _run(args)
             sys.stdout.flush()  # output still buffered fails here, not as Python exits
-        return status
-    except BrokenPipeError:  # the reader of our output left (`tuner list | head`): stop quietly, as Unix tools do
-        from ..stopping import stop_status
+            return status
+        except BrokenPipeError:  # the reader of our output left (`tuner list | head`): stop quietly, as Unix tools do
+            from ..stopping import stop_status
 
-        _discard_output()
-        return stop_status() or 141
-    except KeyboardInterrupt:  # before a command ran (while the command line loaded): _run says it otherwise
-        print("tuner: interrupted", file=sys.stderr)
-        return 130
-    except OutputError as error:
-        _discard_output()
-        print(f"tuner {args.command}: error: {error}", file=sys.stderr)
-        return 2
-    finally:
-        sys.stdout = stdout
+            _discard_output()
+            return stop_status() or 141
+        except KeyboardInterrupt:  # before a command ran (while the command line loaded): _run says it otherwise
+            print("tuner: interrupted", file=sys.stderr)
+            return 130
+        except OutputError as error:
+            _discard_output()
+            print(f"tuner {args.command}: error: {error}", file=sys.stderr)
+            return 2
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr
 
 
 def _run(args) -> int:
