@@ -238,6 +238,15 @@ def test_report_mistakes_get_one_line(searched, tmp_path, capsys, argv, message)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["file"]  # a read-only command made nothing
 
 
+def test_a_folder_where_the_report_page_goes_is_one_line_naming_out(searched, tmp_path, capsys, no_bench):
+    """The page and figures are written after the figures are drawn: a failure then names --out, not the cache."""
+    (tmp_path / "report.html").mkdir()
+    assert main(["report", "--out", str(tmp_path), "--bench", no_bench, "--cache-dir", str(searched[0])]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"tuner report: error: --out {tmp_path}: cannot write there (Is a directory); pass a writable "
+                   "--out DIR\n")
+
+
 def test_failures_are_counted_by_status_and_by_rule():
     def trial(**attrs):
         return optuna.trial.create_trial(value=0.0, user_attrs=attrs)

@@ -5,6 +5,7 @@ written beside it as PNG files. The page is templates/report.html.j2, the figure
 figures.py, the study from studies.py and the benchmark results from benchmarks.py. Times measured
 on the simulator are labelled simulated CPU time wherever they appear.
 """
+import contextlib
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -81,6 +82,15 @@ def _overview(runs: StudyTrials, storage: str) -> list[tuple[str, str]]:
     return rows
 
 
+@contextlib.contextmanager
+def _writing(out: Path):
+    """An OSError while writing in `out` (a folder where a file goes, a full disk) as one line naming --out."""
+    try:
+        yield
+    except OSError as error:
+        raise ValueError(f"--out {out}: cannot write there ({error.strerror}); pass a writable --out DIR") from None
+
+
 def _clear(out: Path) -> None:
     """Remove the figures an earlier report left in `out`, so that the folder holds this page's."""
     for stale in out.glob("*.png"):
@@ -97,24 +107,24 @@ def write_report(root: Path, out: Path, *, study_name: str | None = None, storag
     matplotlib.use("Agg")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study, label, others = find_study(root, storage, study_name)
-    try:
+    with _writing(out):
         out.mkdir(parents=True, exist_ok=True)
         _clear(out)
-    except OSError as error:
-        raise ValueError(f"--out {out}: cannot write there ({error.strerror}); pass a writable --out DIR") from None
     catalog = cache.Catalog.read(root)
     skipped = [str(error) for error in catalog.skipped]
     runs = StudyTrials.of(study, catalog)
     results, bench_skipped = bench_results(bench)
     figures, not_drawn = draw(runs, [stored.record for stored in catalog.stored], results, root)
     report = Report(out / "report.html", figures, not_drawn, skipped + bench_skipped)
-    for figure in figures:
-        (out / f"{figure.name}.png").write_bytes(figure.png)
-    report.page.write_text(_page().render(
+    page = _page().render(
         study=study.study_name, simulated=bool(runs.unit), clock=SIMULATED, overview=_overview(runs, label),
         figures=figures, not_drawn=not_drawn,
         bench=[(where, result, bench_rows(result), simulator.describes(result["device"])) for where, result in results],
         bench_file=BENCH_FILE,
         bench_path=bench, bench_skipped=bench_skipped, others=others, skipped=skipped, storage=label,
-        written=datetime.now(timezone.utc).isoformat(timespec="seconds")))
+        written=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    with _writing(out):
+        for figure in figures:
+            (out / f"{figure.name}.png").write_bytes(figure.png)
+        report.page.write_text(page)
     return report
