@@ -64,3 +64,11 @@ def test_a_scratch_folder_is_removed_after_use_and_one_a_killed_process_left_onc
         assert folder.parent == root and folder.is_dir()
         assert not stale.exists() and at_work.is_dir()
     assert sorted(root.iterdir()) == [at_work]
+
+
+def test_a_folder_where_a_file_is_read_is_not_a_regular_file_and_left_closed(tmp_path):
+    """A folder at a record's path: the error says what it is (not a descriptor's number), and keeps no descriptor."""
+    descriptors = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(disk.NotARegularFile, match="not a regular file"):
+        disk.read_regular_file(tmp_path, 100)
+    assert set(os.listdir("/proc/self/fd")) == descriptors

@@ -158,7 +158,8 @@ def read_regular_file(path: Path, limit: int) -> bytes:
     caller can refuse a larger file. It is opened without blocking, so that a FIFO or a device planted
     there cannot hang the reader: NotARegularFile for one."""
     descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # before fdopen, which fails on a folder and leaves it open
+        os.close(descriptor)
+        raise NotARegularFile("not a regular file")
     with os.fdopen(descriptor, "rb") as file:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise NotARegularFile("not a regular file")
         return file.read(limit + 1)
