@@ -1,5 +1,6 @@
 """Device fingerprints and cache records: distinct keys, atomic locked writes, clear read errors."""
 import dataclasses
+import hashlib
 import itertools
 import json
 import multiprocessing
@@ -197,6 +198,44 @@ def test_a_bad_record_is_reported_with_its_path(tmp_path, text, message):
     with pytest.raises(cache.CacheError, match=message) as error:
         cache.read_record(path)
     assert str(path) in str(error.value)
+
+
+@pytest.mark.parametrize("driver", ["none\x1b[31m\nFAKE LINE\x07", "580.65\u202e (CUDA 13.0)", "580.65\u2028",
+                                    "580.65\ud800"])
+def test_a_record_with_a_non_printing_character_is_skipped_and_none_reaches_the_terminal(tmp_path, capsys, driver):
+    """Its fingerprint agrees, as a forger can make it: printed, an escape sequence, a line break or a
+    bidi override would forge what another user of a shared cache sees (a lone surrogate would stop
+    the printing)."""
+    from tuner.cli import main
+
+    data = make_record(H100, Problem(64, 64, 64), [(CONFIGS[0], 100.0)]).as_dict()
+    description = {**data["device"], "driver": driver}
+    del description["fingerprint"]
+    fingerprint = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()[:16]  # Device's
+    data.update(device={**description, "fingerprint": fingerprint}, fingerprint=fingerprint)
+    path = cache.record_path(tmp_path, H100.slug.replace(H100.fingerprint, fingerprint), "float32-64x64x64")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(data))
+    for command in (["list"], ["show", "64x64x64"]):
+        main([*command, "--cache-dir", str(tmp_path)])
+        out, err = capsys.readouterr()
+        [skipped] = [line for line in err.splitlines() if "skipping" in line]
+        assert skipped.startswith(f"tuner: skipping {path}: record.device.driver holds a non-printing character (U+")
+        assert (out + err).replace("\n", "").isprintable()
+    assert path.exists()
+
+
+def test_a_non_printing_character_a_driver_reports_is_kept_as_a_replacement_character(tmp_path):
+    """What the driver, a system file or a package's metadata says is not the user's doing: the
+    search's record is written all the same."""
+    device = dataclasses.replace(H100, name="NVIDIA\tH100", driver="580.65\n",
+                                 software={**H100.software, "numba\x1b": "0.68.1\x00"})
+    assert (device.name, device.driver) == ("NVIDIA\ufffdH100", "580.65\ufffd")
+    assert device.software["numba\ufffd"] == "0.68.1\ufffd"
+    problem = Problem(8, 8, 8)
+    path = cache.record_path(tmp_path, device.slug, problem.key)
+    cache.write_record(path, make_record(device, problem, [(CONFIGS[0], 100.0)]))
+    assert cache.read_record(path).device == device
 
 
 def test_the_cache_directory_follows_flag_then_environment(tmp_path, monkeypatch):

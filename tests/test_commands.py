@@ -220,6 +220,26 @@ def test_mistakes_get_one_line(tmp_path, capsys, argv, message):
     assert message in err and err.count("\n") == 1, err
 
 
+def test_a_study_name_or_storage_a_record_cannot_keep_is_refused_before_anything_is_written(
+        tmp_path, capsys, monkeypatch):
+    """A record refuses a non-printing character (schema.Text), so the search refuses it up front:
+    else it would measure, then fail to write its record."""
+    for argv in (["--study", "a\tb"], ["--storage", str(tmp_path / "journal\n")]):
+        with pytest.raises(SystemExit) as exit:
+            main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir", str(tmp_path),
+                  *argv])
+        err = capsys.readouterr().err
+        assert exit.value.code == 2 and err.count("\n") == 1, err
+        assert "holds a non-printing character (U+000" in err and "give one without tabs, line breaks" in err
+    monkeypatch.setenv("TUNER_STORAGE", "journal\x1b")
+    with pytest.raises(SystemExit) as exit:
+        main(["search", "--backend", "cuda", "--simulate", *SMALL, "--cache-dir", str(tmp_path)])
+    assert exit.value.code == 2
+    assert "--storage: $TUNER_STORAGE: the storage's location holds a non-printing character (U+001B)" in (
+        capsys.readouterr().err)
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("blocked, message", [
     ("records", "check --cache-dir"),
     ("kernels", "exists and is not a directory; set TUNER_KERNEL_DIR to a directory of your own"),

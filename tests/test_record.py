@@ -104,6 +104,14 @@ HOSTILE = {
     "a failed best": (_set("best.measurement.status", "wrong"), "record.best.measurement.status must be one of ok"),
     "too many runners-up": (_set("runners_up", [GOOD["best"]] * 50), "record.runners_up must be a list of at most 4"),
     "a huge string": (_set("device.name", "x" * 10_000), "record.device.name must be a string of at most"),
+    "an escape sequence in a text": (_set("study.name", "test\x1b[2J"),
+                                     "record.study.name holds a non-printing character (U+001B)"),
+    "a forged line": (_set("study.storage", "test\nstudy: forged"), "record.study.storage holds a non-printing "
+                                                                     "character (U+000A)"),
+    "a bidi override": (_set("device.driver", "\u202e580.65"), "record.device.driver holds a non-printing character"),
+    "a lone surrogate": (_set("device.name", "\ud800"), "record.device.name holds a non-printing character (U+D800)"),
+    "a key that rings the bell": (_set("device.software", {"numba\x07": "0.68.1"}),
+                                  "a key of record.device.software holds a non-printing character (U+0007)"),
     "a bad date": (_set("searched.finished", "yesterday"), "record.searched.finished must be an ISO 8601"),
     "an edited device": (_set("device.name", "NVIDIA B200"), "fingerprint does not match the device"),
     "float16 on roc": (_edited(lambda data: data.update(make_record(

@@ -88,6 +88,14 @@ class Device:
     software: dict = field(default_factory=dict)  # distribution -> version, and the code_hashes
     peak_gflops: dict = field(default_factory=dict)  # accumulate dtype -> nominal peak; empty if unknown
 
+    def __post_init__(self):
+        """What a driver, a system file or a package's metadata reports is kept as a label that a
+        record can hold (schema.Text): a character not shown as itself becomes U+FFFD."""
+        for name in ("name", "arch", "driver", "runtime"):
+            object.__setattr__(self, name, _printable(getattr(self, name)))
+        object.__setattr__(self, "software", {_printable(key): _printable(value)
+                                              for key, value in self.software.items()})
+
     @property
     def simulated(self) -> bool:
         """Whether this describes Numba's CUDA simulator (tuner.simulator.describe)."""
@@ -137,6 +145,11 @@ def software_changes(old: Device, new: Device) -> list[str]:
         if before != now and (before, now) != ("unrecorded", "missing"):
             changes.append(f"{name} {before} -> {now}")
     return changes
+
+
+def _printable(text: str) -> str:
+    """`text` with each character that is not shown as itself (str.isprintable) replaced by U+FFFD."""
+    return "".join(character if character.isprintable() else "\ufffd" for character in text)
 
 
 # The memory size the driver reports is in the fingerprint, not the model: it changes with ECC on a

@@ -9,13 +9,22 @@ from datetime import datetime
 MAX_TEXT = 500
 
 
+def unprintable(text: str) -> str:
+    """The first character of `text` that a terminal would not show as itself (str.isprintable: a
+    control, format, separator other than the space, surrogate or unassigned one), as U+XXXX; ""
+    if none."""
+    return next((f"U+{ord(character):04X}" for character in text if not character.isprintable()), "")
+
+
 class Text:
-    """A string of at most MAX_TEXT characters."""
+    """A string of at most MAX_TEXT characters, each shown as itself: a record's text is printed,
+    and an escape sequence, a line break or a bidi override in it would forge what is shown."""
 
     def __call__(self, value, where: str) -> str:
         if not isinstance(value, str) or len(value) > MAX_TEXT:
             return f"{where} must be a string of at most {MAX_TEXT} characters"
-        return ""
+        odd = unprintable(value)
+        return f"{where} holds a non-printing character ({odd})" if odd else ""
 
 
 class Count:

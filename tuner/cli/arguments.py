@@ -73,8 +73,9 @@ def _misformed_form(scheme: str, dialect: str, rest: str) -> str:
 
 
 def _storage(text: str) -> str:
-    """storage_location(`text`), a database URL in a form SQLAlchemy does not take refused."""
-    mistake = _misformed_url(text)
+    """storage_location(`text`), a database URL in a form SQLAlchemy does not take refused, and a
+    location that a cache record could not keep."""
+    mistake = _misformed_url(text) or _unkept(storage_location(text), "the storage's location")
     if mistake:
         raise argparse.ArgumentTypeError(("$TUNER_STORAGE: " if text == os.environ.get("TUNER_STORAGE") else "")
                                          + mistake)
@@ -136,9 +137,21 @@ def _seed(text: str) -> int:
 
 
 def _study_name(text: str) -> str:
-    """A study name, which a cache record keeps (schema.MAX_TEXT characters at most)."""
+    """A study name, which a cache record keeps (schema.Text: MAX_TEXT characters at most, each printable)."""
     from ..schema import MAX_TEXT
 
     if not text or len(text) > MAX_TEXT:
         raise argparse.ArgumentTypeError(f"must be a name of 1 to {MAX_TEXT} characters, not {len(text)} characters")
+    mistake = _unkept(text, "the name")
+    if mistake:
+        raise argparse.ArgumentTypeError(mistake)
     return text
+
+
+def _unkept(text: str, what: str) -> str:
+    """Why a cache record could not keep `text` (`what` it is), a non-printing character, or ""."""
+    from ..schema import unprintable
+
+    odd = unprintable(text)
+    return odd and (f"{what} holds a non-printing character ({odd}), which a cache record cannot keep: give one "
+                    "without tabs, line breaks or other control characters")
