@@ -273,6 +273,13 @@ def test_failures_are_counted_by_status_and_by_rule():
                                        "invalid: pad=N misaligns the vector loads; use pad 0 or 4": 2}  # advice as said
 
 
+def test_a_reason_a_journal_holds_cannot_forge_what_the_terminal_shows():
+    """A shared storage's trial may be anyone's: its escape sequences and bidi overrides are shown as U+FFFD."""
+    forged = optuna.trial.create_trial(value=0.0, user_attrs={
+        "kind": "measured", "measurement": {"status": "wrong", "reason": "\x1b[2Kall passed\u202e\x07"}})
+    assert failure_reasons([forged]) == {"wrong: \ufffd[2Kall passed\ufffd\ufffd": 1}
+
+
 def test_a_study_of_one_variant_is_said_in_the_singular_and_drawn_without_matplotlib_warnings(tmp_path, capsys):
     import warnings
 

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from importlib.resources import files
 
+from .formats import printable
+
 
 # The tuner's code that decides a configuration's kernel and its launch: what fills in the templates
 # (the source, the jit options, the fragment offsets and types), what the kernels import (the mma
@@ -92,8 +94,8 @@ class Device:
         """What a driver, a system file or a package's metadata reports is kept as a label that a
         record can hold (schema.Text): a character not shown as itself becomes U+FFFD."""
         for name in ("name", "arch", "driver", "runtime"):
-            object.__setattr__(self, name, _printable(getattr(self, name)))
-        object.__setattr__(self, "software", {_printable(key): _printable(value)
+            object.__setattr__(self, name, printable(getattr(self, name)))
+        object.__setattr__(self, "software", {printable(key): printable(value)
                                               for key, value in self.software.items()})
 
     @property
@@ -145,11 +147,6 @@ def software_changes(old: Device, new: Device) -> list[str]:
         if before != now and (before, now) != ("unrecorded", "missing"):
             changes.append(f"{name} {before} -> {now}")
     return changes
-
-
-def _printable(text: str) -> str:
-    """`text` with each character that is not shown as itself (str.isprintable) replaced by U+FFFD."""
-    return "".join(character if character.isprintable() else "\ufffd" for character in text)
 
 
 # The memory size the driver reports is in the fingerprint, not the model: it changes with ECC on a

@@ -1,4 +1,5 @@
-"""How numbers are printed everywhere: counts, rates and times, one format each."""
+"""How numbers are printed everywhere (counts, rates and times, one format each), and text that
+tuner did not write (a driver's, a journal's)."""
 
 
 # Past these, a number is no measurement (a record edited by hand) and is shown in three digits,
@@ -28,6 +29,12 @@ def counted(number: float, noun: str, plural: str = "") -> str:
     thousands separators from 1,000 up, and a fraction only where there is one (a median's 1.5)."""
     shown = f"{number:,.6g}" if number != int(number) else f"{int(number):,}"
     return f"{shown} {noun if number == 1 else plural or noun + 's'}"
+
+
+def printable(text: str) -> str:
+    """`text` with each character that is not shown as itself (str.isprintable: an escape, a line
+    break, a bidi override) replaced by U+FFFD, so that it cannot forge what a terminal shows."""
+    return "".join(character if character.isprintable() else "\ufffd" for character in text)
 
 
 def error_line(error: BaseException) -> str:

@@ -12,6 +12,7 @@ from optuna.trial import TrialState
 
 from .cache import Catalog
 from .family import keyed_problem
+from .formats import printable
 from .journal import NotAJournal
 from .record import Record
 from .simulator import CLOCK as SIMULATED
@@ -25,8 +26,8 @@ _NUMBER = r"(\d+(?:\.\d+)?)"
 
 
 def _line(reason: str) -> str:
-    """A reason's first line."""
-    return reason.strip().splitlines()[0] if reason.strip() else "no reason given"
+    """A reason's first line, as a terminal can show it (the journal's text may be anyone's)."""
+    return printable(reason.strip().splitlines()[0]) if reason.strip() else "no reason given"
 
 
 def _rule(line: str) -> str:
