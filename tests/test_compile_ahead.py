@@ -303,3 +303,38 @@ def test_a_counting_worker_compiles_into_the_cache_then_counts_and_a_failed_coun
     monkeypatch.setattr(compile_ahead.subprocess, "Popen", lambda args, **options: started.append(args))
     CompilePool("cuda", "float32", str(tmp_path), simulated=False, workers=1, counts=True)._start()
     assert started[0][-2] == "count"
+
+
+def test_with_no_compile_worker_the_search_counts_as_a_worker_does_in_its_kernel_directory(tmp_path, monkeypatch):
+    """The measuring process compiles the kernel into the search's kernel directory and counts what
+    Numba compiled (measuring it then loads it from the disk cache): one compile, not a count's
+    compile and the measurement's. A kernel that does not compile has no ceiling, so it is measured
+    and fails with the reason, rather than stopping the search; the disk stops it."""
+    from types import SimpleNamespace
+
+    from tuner import kernel, resources, sass
+    from tuner.ceiling import Ceilings
+    from tuner.space import Space
+
+    monkeypatch.delenv("TUNER_KERNEL_DIR", raising=False)
+    monkeypatch.setattr(resources, "ptxas_path", lambda: "ptxas")
+    monkeypatch.setattr(sass, "nvdisasm_beside", lambda ptxas: "nvdisasm")
+    builds, counted = [], []
+    outcomes = iter(["the kernel", RuntimeError("NVVM_ERROR_COMPILATION"), OSError(28, "No space left on device")])
+
+    def compile_next():
+        outcome = next(outcomes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(kernel, "load", lambda space, config, directory: builds.append(directory) or SimpleNamespace(
+        compile=compile_next))
+    monkeypatch.setattr(resources, "count", lambda space, config, directory, compiled: counted.append(
+        (directory, compiled)) or SimpleNamespace(as_dict=lambda: {"fma_fraction": 0.5}))
+    ceilings = Ceilings.where_countable(SimpleNamespace(simulated=False), Space.of(CUDA, "float32"), tmp_path)
+    assert ceilings.count(SMALL) == 0.5
+    assert builds == [tmp_path / "kernels"] and counted == [(tmp_path / "kernels", "the kernel")]
+    assert ceilings.count(SMALL) is None and len(counted) == 1  # NVVM refused it
+    with pytest.raises(OSError, match="No space left"):
+        ceilings.count(SMALL)

@@ -4,9 +4,11 @@ A configuration's ceiling is its fma_fraction (tuner/resources.py): the share of
 among the instructions one interior k-tile issues, a bound on its fraction of the FP32 (FP64) peak.
 The search does not measure a configuration whose ceiling is below half of the ceiling of the
 fastest variant its study has measured (the shape's winner, so small tiles stay in play for thin
-products), unless the study has nothing better left. A ceiling costs one compile (PTX, ptxas,
-nvdisasm), which the compile workers make beside the kernel's, on an sm_90 GPU taking the PTX from
-the IR Numba kept for it (compile_ahead.py), and it is kept on disk per template and configuration. Only
+products), unless the study has nothing better left. A ceiling costs a count (PTX, ptxas,
+nvdisasm) made right after Numba compiles the kernel, on an sm_90 GPU from the IR Numba kept for it
+(compile_ahead.compile_and_count): in a compile worker, else in the measuring process, which then
+loads the kernel from Numba's disk cache to measure it. It is kept on disk per template and
+configuration. Only
 numba-cuda outside the simulator, with nvdisasm, can count; elsewhere nothing is pruned.
 Tensor-core kernels have no ceiling: an HMMA keeps its pipe busy for several cycles, so its share
 of the issued instructions bounds nothing.
@@ -19,6 +21,7 @@ from typing import Callable
 from .disk import locked, read_regular_file, write_atomically
 from .config import Config
 from .devices import templates_hash
+from .kernel import kernel_dir
 from .runtime import Runtime
 from .space import Space
 from .trials import MAX_UNMEASURED_IN_A_ROW, config_key
@@ -56,7 +59,7 @@ class Ceilings:
         except (CountUnavailable, NoDisassembler):
             return None
         name = f"{space.backend.name}-{space.family.name}-{space.precision.name}-{templates_hash()}.json"
-        return cls(root / "ceilings" / name, lambda config: _fma_fraction(space, config))
+        return cls(root / "ceilings" / name, lambda config: _fma_fraction(space, config, kernel_dir(root)))
 
     def of(self, config: Config, counted: float | None | object = NOT_COUNTED) -> float | None:
         """`config`'s ceiling: known, else `counted` (a compile worker's count, None where it could
@@ -100,13 +103,19 @@ def _read(path: Path, warn: bool = False) -> dict:
             if value is None or isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
-def _fma_fraction(space: Space, config: Config) -> float | None:
-    from .resources import CountUnavailable, count
+def _fma_fraction(space: Space, config: Config, kernels: Path) -> float | None:
+    """`config`'s ceiling, counted as a counting worker counts it (compile_and_count), its kernel
+    left in Numba's disk cache for its measurement; None where it cannot be counted or the kernel
+    does not compile (its measurement then fails it, with the reason)."""
+    from .compile_ahead import compile_and_count
 
     try:
-        return count(space, config).fma_fraction
-    except CountUnavailable:
+        resources = compile_and_count(space, config, kernels)
+    except OSError:
+        raise  # the kernel directory or the disk: the search stops, as it does for a compile
+    except Exception:
         return None
+    return (resources or {}).get("fma_fraction")
 
 
 def why_not_measure(ceiling: float | None, best: float | None, unmeasured_in_a_row: int) -> str:

@@ -211,10 +211,10 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
     resources = None
     try:
         config = space.config_type(**config)
-        if mode != "ptx" and not space.precision.tensor_cores:
-            compiled = load(space, config, Path(kernels)).compile()
-            if mode == "count":
-                resources = _count_beside(space, config, Path(kernels), compiled)
+        if mode == "count" and not space.precision.tensor_cores:
+            resources = compile_and_count(space, config, Path(kernels))
+        elif mode == "cache" and not space.precision.tensor_cores:
+            load(space, config, Path(kernels)).compile()
         else:
             try:
                 resources = count(space, config, directory=Path(kernels)).as_dict()
@@ -228,12 +228,17 @@ def _compile(backend: str, dtype: str, kernels: str, mode: str, family: str, con
     return {"seconds": time.perf_counter() - start, "resources": resources}
 
 
-def _count_beside(space, config, kernels, compiled) -> dict | None:
-    """The static resource report of the kernel Numba has `compiled`, from its IR; None where it
-    cannot be made, which costs the variant nothing: it is measured, unpruned."""
+def compile_and_count(space, config, kernels) -> dict | None:
+    """Compile `config`'s kernel into the disk cache in the kernel directory `kernels`, then make
+    its static resource report from the kernel Numba compiled (on an sm_90 GPU, from its IR): what
+    a counting worker does for one job, and the measuring process where none compiles ahead. None
+    where the report cannot be made, which costs the variant nothing: it is measured, unpruned. A
+    kernel that does not compile raises, as Numba does."""
+    from .kernel import load
     from .resources import count
     from .sass import NoDisassembler
 
+    compiled = load(space, config, kernels).compile()
     try:
         return count(space, config, directory=kernels, compiled=compiled).as_dict()
     except NoDisassembler:
