@@ -280,6 +280,13 @@ def test_a_reason_a_journal_holds_cannot_forge_what_the_terminal_shows():
     assert failure_reasons([forged]) == {"wrong: \ufffd[2Kall passed\ufffd\ufffd": 1}
 
 
+def test_a_status_a_journal_holds_cannot_forge_what_the_terminal_shows():
+    """The status is shown too, and a journal's may be any string: a line break in it would forge a line."""
+    forged = optuna.trial.create_trial(value=0.0, user_attrs={
+        "kind": "measured", "measurement": {"status": "\x1b[2Kwrong\n  999 ok", "reason": "x"}})
+    assert failure_reasons([forged]) == {"\ufffd[2Kwrong\ufffd  999 ok: x": 1}
+
+
 def test_a_study_of_one_variant_is_said_in_the_singular_and_drawn_without_matplotlib_warnings(tmp_path, capsys):
     import warnings
 

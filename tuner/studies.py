@@ -71,7 +71,7 @@ def failure_reasons(trials) -> Counter:
         elif kind(trial) == Kind.MEASURED and not passed(trial):
             said = measurement(trial)
             line = _line(said["reason"])
-            found[said["status"], _rule(line)].append(line)
+            found[printable(said["status"]), _rule(line)].append(line)  # any string a journal holds
     reasons = Counter()
     for (what, _), lines in found.items():
         reasons[f"{what}: {_shown(lines)}"] += len(lines)  # two rules cut to one line count as one
