@@ -200,3 +200,16 @@ def test_a_time_no_measurement_could_make_is_shown_in_four_digits():
     from tuner.formats import duration
 
     assert duration(1e300) == "1e+303 ms"
+
+
+@pytest.mark.parametrize("text", ["run\u00a01", "/Users/me/Screenshot at 10.00.00\u202fAM/studies.journal",
+                                  "\u7814\u7a76\u3000A", "caf\u00e9", "e\u0301"])
+def test_a_text_shown_as_itself_is_kept_whatever_its_spaces(text):
+    """A no-break space (or macOS's narrow one, or an ideographic one) shows as a space and forges
+    nothing: a record keeps it, a search takes it as --study or --storage, and a label is left as it is."""
+    from tuner.cli.arguments import _storage, _study_name
+    from tuner.formats import printable
+    from tuner.schema import Text
+
+    assert Text()(text, "record.study.name") == "" and printable(text) == text
+    assert _study_name(text) == text and _storage(text).endswith(text.rpartition("/")[2])

@@ -1,5 +1,6 @@
 """How numbers are printed everywhere (counts, rates and times, one format each), and text that
 tuner did not write (a driver's, a journal's)."""
+import unicodedata
 
 
 # Past these, a number is no measurement (a record edited by hand) and is shown in three digits,
@@ -31,10 +32,23 @@ def counted(number: float, noun: str, plural: str = "") -> str:
     return f"{shown} {noun if number == 1 else plural or noun + 's'}"
 
 
+# The Unicode categories of the characters a terminal does not show as themselves: controls (an
+# escape, a line break, a tab), formats (a bidi override, a zero-width joiner), surrogates, and the
+# line and paragraph separators. Not str.isprintable's whole rule: it refuses every space but U+0020
+# too (a no-break space, macOS's narrow no-break space in file names), which is shown as a space and
+# forges nothing, and unassigned characters, which differ between Python versions reading one cache.
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def hidden(character: str) -> bool:
+    """Whether a terminal does not show `character` as itself (_HIDDEN)."""
+    return unicodedata.category(character) in _HIDDEN
+
+
 def printable(text: str) -> str:
-    """`text` with each character that is not shown as itself (str.isprintable: an escape, a line
-    break, a bidi override) replaced by U+FFFD, so that it cannot forge what a terminal shows."""
-    return "".join(character if character.isprintable() else "\ufffd" for character in text)
+    """`text` with each character that is not shown as itself (hidden: an escape, a line break, a
+    bidi override) replaced by U+FFFD, so that it cannot forge what a terminal shows."""
+    return "".join("\ufffd" if hidden(character) else character for character in text)
 
 
 def error_line(error: BaseException) -> str:

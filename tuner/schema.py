@@ -10,10 +10,11 @@ MAX_TEXT = 500
 
 
 def unprintable(text: str) -> str:
-    """The first character of `text` that a terminal would not show as itself (str.isprintable: a
-    control, format, separator other than the space, surrogate or unassigned one), as U+XXXX; ""
-    if none."""
-    return next((f"U+{ord(character):04X}" for character in text if not character.isprintable()), "")
+    """The first character of `text` that a terminal would not show as itself (formats.hidden: a
+    control, format, surrogate, line or paragraph separator), as U+XXXX; "" if none."""
+    from .formats import hidden
+
+    return next((f"U+{ord(character):04X}" for character in text if hidden(character)), "")
 
 
 class Text:
