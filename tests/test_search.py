@@ -409,6 +409,22 @@ def test_a_configuration_whose_static_ceiling_is_below_half_the_best_is_never_me
     assert Ceilings(tmp_path / "ceilings.json", count).of(SEED) == 0.2 and counted.count(SEED) == 1
 
 
+def test_the_count_made_in_the_measuring_process_is_in_its_variants_seconds_and_the_records(tmp_path):
+    """With no compile worker the count compiles the kernel (compile_and_count), and the measurement
+    takes it from memory: the count's seconds are the measuring process's, on the trial and in the
+    record's measuring_seconds, not lost."""
+    import time
+
+    from tuner.ceiling import Ceilings
+
+    search = _search(tmp_path)
+    search.ceilings = Ceilings(tmp_path / "ceilings.json", lambda config: time.sleep(0.3) or 0.5)
+    search.run(trials=1, timeout=None, warm=False)
+    [trial] = _measured(search)
+    assert trial.user_attrs["seconds"]["compile_and_count"] >= 0.3
+    assert cache.read_record(search.path).budget.measuring_seconds >= 0.3
+
+
 def test_searches_on_one_host_keep_each_others_ceilings(tmp_path):
     """Two searches (--devices workers) that opened the file before either counted: both counts stay."""
     from tuner.ceiling import Ceilings

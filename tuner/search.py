@@ -118,6 +118,7 @@ class Search:
         say_unknown_kinds(complete)
         self.history = {config_key(trial.params): trial for trial in complete if self._answers(trial)}
         self.ceilings = Ceilings.where_countable(runtime, self.space, root)
+        self._counted_seconds = 0.0  # the count _below_ceiling made here for the variant about to be measured
 
     def _mark(self, identity: dict) -> None:
         """Mark the study as this device's and problem's search; ValueError naming the study if it
@@ -352,7 +353,11 @@ class Search:
         outcome.intervals.append(now - self._last_evaluated)
         outcome.measuring_seconds += run.phases.get("verify", 0.0) + run.phases.get("time", 0.0)
         self._last_evaluated = now
-        seconds = {**({"compile_ahead": compiled.seconds} if compiled else {}), **run.phases}
+        # With no compile worker, the count compiled the kernel here (compile_and_count): measure then took it from
+        # memory, so its compile is the count's, which the measuring process spent on this variant.
+        counted, self._counted_seconds = self._counted_seconds, 0.0
+        seconds = {**({"compile_ahead": compiled.seconds} if compiled else {}),
+                   **({"compile_and_count": counted} if counted else {}), **run.phases}
         resources = run.resources or (compiled.resources if compiled else None)
         self._tell(trial, Kind.MEASURED, measurement.gflops if measurement.ok else 0.0,
                    0.0 if measurement.ok else 1.0, measurement=measurement.as_dict(), seconds=seconds,
@@ -388,7 +393,9 @@ class Search:
         if compiled:  # the worker's count is final, None included: counting again here would stall the search
             ceiling = self.ceilings.of(config, (compiled.resources or {}).get("fma_fraction"))
         else:
+            start = time.perf_counter()
             ceiling = self.ceilings.of(config)
+            self._counted_seconds = time.perf_counter() - start
         if ceiling is None:
             return False
         reason = "" if trial.user_attrs.get(RECORDED) else why_not_measure(ceiling, self.best_ceiling(),
