@@ -307,7 +307,7 @@ def test_a_counting_worker_compiles_into_the_cache_then_counts_and_a_failed_coun
 
 def test_with_no_compile_worker_the_search_counts_as_a_worker_does_in_its_kernel_directory(tmp_path, monkeypatch):
     """The measuring process compiles the kernel into the search's kernel directory and counts what
-    Numba compiled (measuring it then loads it from the disk cache): one compile, not a count's
+    Numba compiled (measuring it then takes it from memory): one compile, not a count's
     compile and the measurement's. A kernel that does not compile has no ceiling, so it is measured
     and fails with the reason, rather than stopping the search; the disk stops it."""
     from types import SimpleNamespace
