@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tuner import cli
 from tuner.cli import main
 from tuner.space import Space
 
@@ -118,6 +119,9 @@ def test_a_closed_stdout_or_stderr_takes_nothing_and_fails_nothing(monkeypatch, 
     capsys.readouterr()
     assert main(["list", "--json", "--cache-dir", str(tmp_path)]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 1
+    taken = []
+    monkeypatch.setattr(cli, "_run", lambda args: taken.append(sys.stderr) or 0)  # a handler that keeps the stream
+    assert main(["list"]) == 0 and not taken[0].closed  # a later write to it would fail
 
 
 def _tuner(argv, stdout, tmp_path, buffered=True):

@@ -7,9 +7,9 @@ fastest variant its study has measured (the shape's winner, so small tiles stay 
 products), unless the study has nothing better left. A ceiling costs a count (PTX, ptxas,
 nvdisasm) made right after Numba compiles the kernel, on an sm_90 GPU from the IR Numba kept for it
 (compile_ahead.compile_and_count): in a compile worker, else in the measuring process, which then
-measures the kernel it compiled (the module and its Numba dispatcher are kept in memory, kernel.import_source). It is kept on disk per template and
-configuration. Only
-numba-cuda outside the simulator, with nvdisasm, can count; elsewhere nothing is pruned.
+measures the kernel it compiled (kernel.import_source keeps the module and its Numba dispatcher in
+memory). It is kept on disk per template and configuration. Only numba-cuda outside the
+simulator, with nvdisasm, can count; elsewhere nothing is pruned.
 Tensor-core kernels have no ceiling: an HMMA keeps its pipe busy for several cycles, so its share
 of the issued instructions bounds nothing.
 """
@@ -105,8 +105,8 @@ def _read(path: Path, warn: bool = False) -> dict:
 
 def _fma_fraction(space: Space, config: Config, kernels: Path) -> float | None:
     """`config`'s ceiling, counted as a counting worker counts it (compile_and_count), its kernel
-    kept compiled in this process (and Numba's disk cache) for its measurement; None where it cannot be counted or the kernel
-    does not compile (its measurement then fails it, with the reason)."""
+    kept compiled in this process (and in Numba's disk cache) for its measurement; None where it
+    cannot be counted or the kernel does not compile (its measurement then fails it, with the reason)."""
     from .compile_ahead import compile_and_count
 
     try:

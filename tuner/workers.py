@@ -63,7 +63,7 @@ def pinned_environment(backend: Backend, device: int, environ: dict) -> dict:
 
 
 class _Relay(threading.Thread):
-    """Copies a worker's stream to `out` (None where it was closed), each line prefixed. After a
+    """Copies a worker's stream to `out`, each line prefixed. After a
     write fails (a full stdout, a reader that left) it only drains the stream, so that the worker
     never blocks on it, and keeps the error for run_workers to raise in the main thread."""
 
@@ -74,7 +74,7 @@ class _Relay(threading.Thread):
 
     def run(self) -> None:
         for line in self.stream:
-            if self.out is None or self.error:
+            if self.error:
                 continue
             try:
                 self.out.write(f"{self.prefix}{line}")

@@ -4,6 +4,7 @@ by `main`, so that a Ctrl-C while they load ends in one line too."""
 import argparse
 import contextlib
 import difflib
+import functools
 import importlib
 import json
 import os
@@ -142,30 +143,36 @@ _python_warning = warnings.formatwarning
 def main(argv=None) -> int:
     warnings.formatwarning = _one_line_warning
     stdout, stderr = sys.stdout, sys.stderr
-    with open(os.devnull, "w") as nowhere:
-        # A stream the caller closed (`>&-`) is None, which sys.stdout.write() fails on and print(file=None) takes
-        # for stdout: what is meant for it goes nowhere instead.
-        sys.stdout = _Output(nowhere if stdout is None else stdout)
-        sys.stderr = nowhere if stderr is None else stderr
-        try:
-            args = parse(argv)
-            status = _run(args)
-            sys.stdout.flush()  # output still buffered fails here, not as Python exits
-            return status
-        except BrokenPipeError:  # the reader of our output left (`tuner list | head`): stop quietly, as Unix tools do
-            from ..stopping import stop_status
+    # A stream the caller closed (`>&-`) is None, which sys.stdout.write() fails on and print(file=None) takes
+    # for stdout: what is meant for it goes nowhere instead.
+    sys.stdout = _Output(_nowhere() if stdout is None else stdout)
+    sys.stderr = _nowhere() if stderr is None else stderr
+    try:
+        args = parse(argv)
+        status = _run(args)
+        sys.stdout.flush()  # output still buffered fails here, not as Python exits
+        return status
+    except BrokenPipeError:  # the reader of our output left (`tuner list | head`): stop quietly, as Unix tools do
+        from ..stopping import stop_status
 
-            _discard_output()
-            return stop_status() or 141
-        except KeyboardInterrupt:  # before a command ran (while the command line loaded): _run says it otherwise
-            print("tuner: interrupted", file=sys.stderr)
-            return 130
-        except OutputError as error:
-            _discard_output()
-            print(f"tuner {args.command}: error: {error}", file=sys.stderr)
-            return 2
-        finally:
-            sys.stdout, sys.stderr = stdout, stderr
+        _discard_output()
+        return stop_status() or 141
+    except KeyboardInterrupt:  # before a command ran (while the command line loaded): _run says it otherwise
+        print("tuner: interrupted", file=sys.stderr)
+        return 130
+    except OutputError as error:
+        _discard_output()
+        print(f"tuner {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+
+
+@functools.cache
+def _nowhere():
+    """/dev/null for a stream the caller closed, opened once and never closed: what took it while a
+    command ran (Optuna's log handler, made on its first import) may write to it after main returns."""
+    return open(os.devnull, "w")
 
 
 def _run(args) -> int:

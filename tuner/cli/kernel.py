@@ -48,7 +48,7 @@ def _describe_space(args) -> None:
 
     def follow(candidates, total):
         return tqdm(candidates, total=total, desc="checking configurations", unit=" configurations", file=sys.stderr,
-                    leave=False, dynamic_ncols=True, disable=sys.stderr is None or not sys.stderr.isatty())
+                    leave=False, dynamic_ncols=True, disable=not sys.stderr.isatty())
 
     print(f"valid configurations: {space.size(follow)}")
     if isinstance(SEED, space.config_type):
