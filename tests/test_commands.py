@@ -238,6 +238,8 @@ def test_a_study_name_or_storage_a_record_cannot_keep_is_refused_before_anything
     assert "--storage: $TUNER_STORAGE: the storage's location holds a non-printing character (U+001B)" in (
         capsys.readouterr().err)
     assert not list(tmp_path.iterdir())
+    assert main(["report", "--cache-dir", str(tmp_path), "--out", str(tmp_path / "report")]) == 2  # writes no record
+    assert "journal\\x1b' is not a file; pass a journal file" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("blocked, message", [

@@ -117,8 +117,8 @@ def test_a_pooled_search_measures_its_budget_each_configuration_once(tmp_path):
 
 
 def test_a_pooled_search_fails_the_variant_a_worker_could_not_compile_and_goes_on(tmp_path, monkeypatch):
-    """A worker's error (here a worker killed mid-compile) fails that variant as "compile" and
-    costs one of the budget; the search measures the rest and loses no trial."""
+    """A worker's error (here the one a worker killed mid-compile gives, faked) fails that variant as
+    "compile" and costs one of the budget; the search measures the rest and loses no trial."""
     died = "the compile worker died (killed by SIGKILL, likely out of memory)"
     victim, result = config_key(QUICK[1].as_dict()), CompilePool.result
     monkeypatch.setattr(CompilePool, "result", lambda pool, key: compile_ahead.Compiled(seconds=0.5, error=died)

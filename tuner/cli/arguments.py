@@ -27,8 +27,11 @@ def add_compile_workers(parser: argparse.ArgumentParser) -> None:
                              "which runs no compiled code)")
 
 
-def add_storage(parser: argparse.ArgumentParser, default: str) -> None:
-    parser.add_argument("--storage", metavar="URL", type=_storage, default=os.environ.get("TUNER_STORAGE"),
+def add_storage(parser: argparse.ArgumentParser, default: str, recorded: bool = False) -> None:
+    """--storage, and where `recorded` (a search, whose cache record names its storage) refused if a
+    record could not keep it."""
+    parser.add_argument("--storage", metavar="URL", type=_recorded_storage if recorded else _storage,
+                        default=os.environ.get("TUNER_STORAGE"),
                         help=f"an Optuna storage URL, or a journal file path (default: $TUNER_STORAGE, else {default})")
 
 
@@ -72,14 +75,18 @@ def _misformed_form(scheme: str, dialect: str, rest: str) -> str:
     return ""
 
 
-def _storage(text: str) -> str:
-    """storage_location(`text`), a database URL in a form SQLAlchemy does not take refused, and a
-    location that a cache record could not keep."""
-    mistake = _misformed_url(text) or _unkept(storage_location(text), "the storage's location")
+def _storage(text: str, recorded: bool = False) -> str:
+    """storage_location(`text`), a database URL in a form SQLAlchemy does not take refused, and
+    where `recorded` a location that a cache record could not keep."""
+    mistake = _misformed_url(text) or recorded and _unkept(storage_location(text), "the storage's location")
     if mistake:
         raise argparse.ArgumentTypeError(("$TUNER_STORAGE: " if text == os.environ.get("TUNER_STORAGE") else "")
                                          + mistake)
     return storage_location(text)
+
+
+def _recorded_storage(text: str) -> str:
+    return _storage(text, recorded=True)
 
 
 def storage_location(text: str) -> str:

@@ -244,7 +244,8 @@ def _options() -> argparse.ArgumentParser:
     search.add_argument("--sampler", choices=SAMPLERS, default="local",
                         help="local (default: TPE's turn, then a model-guided local search; see docs/search.md), tpe, "
                              "random or nsga2")
-    add_storage(search, "a journal file in the cache; a URL with a password is best given in $TUNER_STORAGE")
+    add_storage(search, "a journal file in the cache; a URL with a password is best given in $TUNER_STORAGE",
+                recorded=True)
     search.add_argument("--study", metavar="NAME", type=_study_name,
                         help="study name (default: from the problem and fingerprint)")
     search.add_argument("--devices", metavar="0,1,...",
