@@ -274,3 +274,21 @@ def test_the_package_names_its_version_and_lists_only_its_public_names():
     import tuner
 
     assert shown == sorted(["DISTRIBUTION", *tuner.__all__])
+
+
+def test_a_journal_study_name_in_an_error_or_warning_cannot_forge_what_the_terminal_shows(tmp_path, capsys, monkeypatch):
+    """An error or a tuner warning may quote what a journal holds (the studies there, another study's
+    product, another host's worker): anyone's text, shown with its hidden characters replaced."""
+    import optuna
+
+    from tuner.storage import open_storage
+
+    journal = str(tmp_path / "j.journal")
+    optuna.create_study(study_name="\x1b[2J\x1b[Hall good", storage=open_storage(journal), direction="maximize")
+    capsys.readouterr()  # Optuna's own line about it
+    assert main(["report", "--storage", journal, "--study", "nosuch", "--cache-dir", str(tmp_path),
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "the studies there are: \ufffd[2J\ufffd[Hall good" in err and "\x1b" not in err, err
+    said = cli._one_line_warning("tuner: waiting for the trials claimed by ho\x1b[2Jst:1", UserWarning, "x.py", 1)
+    assert said == "tuner: waiting for the trials claimed by ho\ufffd[2Jst:1\n"

@@ -13,6 +13,7 @@ import warnings
 from importlib import metadata
 
 from .. import DISTRIBUTION
+from ..formats import printable
 
 # The modules of the commands, in the order --help lists them.
 COMMANDS = ("kernel", "search", "records", "report", "regenerate", "replay", "devices")
@@ -133,7 +134,7 @@ def _discard_output() -> None:
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     """tuner's warnings (which start with "tuner: ") as the line they say; others as Python shows them."""
     if str(message).startswith("tuner: "):
-        return f"{message}\n"
+        return f"{printable(str(message))}\n"  # it may quote a journal's text (another host's worker)
     return _python_warning(message, category, filename, lineno, line)
 
 
@@ -193,6 +194,7 @@ def _run(args) -> int:
     except Exception as error:
         if not is_user_error(error):
             raise
-        print(f"tuner {args.command}: error: {redacted(explain(error), getattr(args, 'storage', None) or '')}",
-              file=sys.stderr)
+        # The line may quote what a journal holds (the studies there, another study's product): anyone's text.
+        print(f"tuner {args.command}: error: "
+              f"{printable(redacted(explain(error), getattr(args, 'storage', None) or ''))}", file=sys.stderr)
         return 2
