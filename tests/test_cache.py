@@ -464,3 +464,16 @@ def test_list_and_show_take_the_latest_moment_as_the_newest_not_the_greatest_str
         newest.fingerprint: "current", H100.fingerprint: "superseded"}
     assert main(["show", problem.key, "--cache-dir", str(tmp_path)]) == 0
     assert f"fingerprint {newest.fingerprint};" in capsys.readouterr().out
+
+
+def test_a_record_file_whose_name_holds_a_non_printing_character_is_named_without_it(tmp_path, capsys):
+    """Another user of a shared cache picks the file's name too: skipped, it is named as a terminal
+    can show it (here by tuner list; tuner report and regenerate name it the same way)."""
+    from tuner.cli import main
+
+    path = tmp_path / "records" / "cuda-x-0123456789abcdef" / "x\x1b[2Jall good\n.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("{}")
+    main(["list", "--cache-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert f"tuner: skipping {path.parent}/x\ufffd[2Jall good\ufffd.json: " in err and "\x1b" not in err, err

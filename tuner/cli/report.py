@@ -2,6 +2,7 @@
 from pathlib import Path
 
 from .. import cache
+from ..formats import printable
 from .arguments import _path, add_cache_dir, add_storage
 
 
@@ -21,7 +22,7 @@ def _report(args) -> int:
     for title, why in report.not_drawn.items():
         print(f"not drawn: {title}: {why}")
     for reason in report.skipped:
-        print(f"skipped: {reason}")
+        print(f"skipped: {printable(reason)}")  # a shared cache's file names are anyone's
     return 0
 
 
