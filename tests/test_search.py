@@ -425,6 +425,20 @@ def test_the_count_made_in_the_measuring_process_is_in_its_variants_seconds_and_
     assert cache.read_record(search.path).budget.measuring_seconds >= 0.3
 
 
+def test_a_ceiling_already_known_costs_its_variant_no_compile_and_count_phase(tmp_path):
+    """Read from the ceilings file, a ceiling compiled nothing: the measurement compiles the kernel
+    itself (its compile phase), and the trial has no compile_and_count that was never made."""
+    from tuner.ceiling import Ceilings
+
+    search = _search(tmp_path)
+    search.ceilings = Ceilings(tmp_path / "ceilings.json", lambda config: 0.5)
+    search.ceilings.known = {config_key(SEED.as_dict()): 0.5}
+    search.enqueue([SEED])
+    search.run(trials=1, timeout=None, warm=False)
+    [trial] = _measured(search)
+    assert trial.params == SEED.as_dict() and "compile_and_count" not in trial.user_attrs["seconds"]
+
+
 def test_searches_on_one_host_keep_each_others_ceilings(tmp_path):
     """Two searches (--devices workers) that opened the file before either counted: both counts stay."""
     from tuner.ceiling import Ceilings

@@ -388,14 +388,16 @@ class Search:
         reason; decided when its turn to be measured comes, from the count its compile worker
         made (`compiled`), else counted here, and never for a configuration queued from a record.
         Its ceiling joins the study's as a trial attribute."""
+        self._counted_seconds = 0.0  # none left from a variant this search did not measure
         if self.ceilings is None or (compiled and (compiled.error or compiled.fatal)):
             return False
         if compiled:  # the worker's count is final, None included: counting again here would stall the search
             ceiling = self.ceilings.of(config, (compiled.resources or {}).get("fma_fraction"))
         else:
+            counts = config_key(config.as_dict()) not in self.ceilings.known  # else read, nothing compiled
             start = time.perf_counter()
             ceiling = self.ceilings.of(config)
-            self._counted_seconds = time.perf_counter() - start
+            self._counted_seconds = time.perf_counter() - start if counts else 0.0
         if ceiling is None:
             return False
         reason = "" if trial.user_attrs.get(RECORDED) else why_not_measure(ceiling, self.best_ceiling(),
