@@ -207,9 +207,9 @@ def test_a_time_no_measurement_could_make_is_shown_in_four_digits():
 def test_a_text_shown_as_itself_is_kept_whatever_its_spaces(text):
     """A no-break space (or macOS's narrow one, or an ideographic one) shows as a space and forges
     nothing: a record keeps it, a search takes it as --study or --storage, and a label is left as it is."""
-    from tuner.cli.arguments import _storage, _study_name
+    from tuner.cli.arguments import _recorded_storage, _study_name
     from tuner.formats import printable
     from tuner.schema import Text
 
     assert Text()(text, "record.study.name") == "" and printable(text) == text
-    assert _study_name(text) == text and _storage(text).endswith(text.rpartition("/")[2])
+    assert _study_name(text) == text and _recorded_storage(text).endswith(text.rpartition("/")[2])
