@@ -276,7 +276,8 @@ def test_the_package_names_its_version_and_lists_only_its_public_names():
     assert shown == sorted(["DISTRIBUTION", *tuner.__all__])
 
 
-def test_a_journal_study_name_in_an_error_or_warning_cannot_forge_what_the_terminal_shows(tmp_path, capsys, monkeypatch):
+def test_a_journal_study_name_in_an_error_or_warning_cannot_forge_what_the_terminal_shows(
+        tmp_path, capsys, monkeypatch):
     """An error or a tuner warning may quote what a journal holds (the studies there, another study's
     product, another host's worker): anyone's text, shown with its hidden characters replaced."""
     import optuna
