@@ -308,8 +308,8 @@ def test_a_counting_worker_compiles_into_the_cache_then_counts_and_a_failed_coun
 def test_with_no_compile_worker_the_search_counts_as_a_worker_does_in_its_kernel_directory(tmp_path, monkeypatch):
     """The measuring process compiles the kernel into the search's kernel directory and counts what
     Numba compiled (measuring it then takes it from memory): one compile, not a count's
-    compile and the measurement's. A kernel that does not compile has no ceiling, so it is measured
-    and fails with the reason, rather than stopping the search; the disk stops it."""
+    compile and the measurement's. A kernel that does not compile has no ceiling (none kept), so it
+    is measured and fails with the reason, rather than stopping the search; the disk stops it."""
     from types import SimpleNamespace
 
     from tuner import kernel, resources, sass
@@ -333,8 +333,9 @@ def test_with_no_compile_worker_the_search_counts_as_a_worker_does_in_its_kernel
     monkeypatch.setattr(resources, "count", lambda space, config, directory, compiled: counted.append(
         (directory, compiled)) or SimpleNamespace(as_dict=lambda: {"fma_fraction": 0.5}))
     ceilings = Ceilings.where_countable(SimpleNamespace(simulated=False), Space.of(CUDA, "float32"), tmp_path)
-    assert ceilings.count(SMALL) == 0.5
+    assert ceilings.of(QUICK[0]) == 0.5
     assert builds == [tmp_path / "kernels"] and counted == [(tmp_path / "kernels", "the kernel")]
-    assert ceilings.count(SMALL) is None and len(counted) == 1  # NVVM refused it
+    assert ceilings.of(QUICK[1]) is None and len(counted) == 1  # NVVM refused it: no ceiling, and none kept,
+    assert config_key(QUICK[1].as_dict()) not in ceilings.known  # as the failure may pass
     with pytest.raises(OSError, match="No space left"):
-        ceilings.count(SMALL)
+        ceilings.of(QUICK[2])

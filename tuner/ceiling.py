@@ -39,6 +39,11 @@ class CeilingsFileWarning(UserWarning):
     """A ceilings file that could not be read was ignored; its ceilings are counted again."""
 
 
+class NotCompiled(Exception):
+    """The kernel did not compile where its ceiling was to be counted: it has no ceiling, and none is
+    kept, as the failure may pass (a MemoryError, a broken context); measured, it fails with the reason."""
+
+
 class Ceilings:
     """The ceilings of one space's configurations, counted once each and kept in a JSON file."""
 
@@ -63,10 +68,13 @@ class Ceilings:
 
     def of(self, config: Config, counted: float | None | object = NOT_COUNTED) -> float | None:
         """`config`'s ceiling: known, else `counted` (a compile worker's count, None where it could
-        not count), else counted now; None if it cannot be counted."""
+        not count), else counted now; None if it cannot be counted (kept), or not now (NotCompiled)."""
         key = config_key(config.as_dict())
         if key not in self.known:
-            self.known[key] = self.count(config) if counted is NOT_COUNTED else counted
+            try:
+                self.known[key] = self.count(config) if counted is NOT_COUNTED else counted
+            except NotCompiled:
+                return None
             self._save()
         return self.known[key]
 
@@ -106,15 +114,15 @@ def _read(path: Path, warn: bool = False) -> dict:
 def _fma_fraction(space: Space, config: Config, kernels: Path) -> float | None:
     """`config`'s ceiling, counted as a counting worker counts it (compile_and_count), its kernel
     kept compiled in this process (and in Numba's disk cache) for its measurement; None where it
-    cannot be counted or the kernel does not compile (its measurement then fails it, with the reason)."""
+    cannot be counted; NotCompiled where the kernel does not compile."""
     from .compile_ahead import compile_and_count
 
     try:
         resources = compile_and_count(space, config, kernels)
     except OSError:
         raise  # the kernel directory or the disk: the search stops, as it does for a compile
-    except Exception:
-        return None
+    except Exception as error:
+        raise NotCompiled(str(error)) from error
     return (resources or {}).get("fma_fraction")
 
 
