@@ -403,7 +403,7 @@ def test_show_counts_the_simulators_host_cores_as_such(tmp_path, capsys):
     assert main(["show", f"{device.slug}/{problem.key}", "--cache-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert f"(simulator, {counted(device.multiprocessors, 'host core')})," in out
-    assert " s compiling (or loading), verifying and timing; searched " in out
+    assert " s compiling (or loading), counting, verifying and timing; searched " in out
 
 
 def test_show_says_that_a_shipped_records_study_is_on_the_machine_that_measured_it(tmp_path, capsys, monkeypatch):

@@ -59,8 +59,8 @@ def answers(trial, problem: Problem, device: Device | None) -> bool:
 
 
 def _measuring_seconds(trial) -> float:
-    """The measuring process's seconds on a measured trial (load or compile, verify, time), not
-    those it spent held ahead while a worker compiled it."""
+    """The measuring process's seconds on a measured trial (load or compile, with no compile worker
+    the count, verify, time), not those it spent held ahead while a worker compiled it."""
     return sum(seconds for phase, seconds in trial.user_attrs.get("seconds", {}).items() if phase != "compile_ahead")
 
 

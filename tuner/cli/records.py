@@ -172,7 +172,7 @@ def _show(args) -> int:
     spent = record.budget
     print(f"budget: {counted(spent.trials, 'trial')}, {spent.measured} measured ({spent.failed} failed), "
           f"{spent.invalid} invalid, {counted(spent.duplicates, 'repeated suggestion')}, "
-          f"{spent.measuring_seconds:,.0f} s compiling (or loading), verifying and timing; "
+          f"{spent.measuring_seconds:,.0f} s compiling (or loading), counting, verifying and timing; "
           f"searched {record.started} to {record.finished}")
     where = (" on the machine that measured it (this record ships with tuner; the tuner repository's bench/results/ "
              "holds the studies of its GPU runs)" if stored.shipped else "")
