@@ -23,6 +23,7 @@ import platformdirs
 
 from . import record
 from .disk import locked, read_regular_file, user_path, write_atomically
+from .formats import printable
 
 
 class CacheError(ValueError):
@@ -138,7 +139,8 @@ _REWRITE = "delete it; the next tuner search of its product writes it again"
 @dataclass(frozen=True)
 class Catalog:
     """Every readable record of the user's cache, then of the shipped ones; and why the others
-    could not be read. The one way modules look records up."""
+    could not be read, as a terminal can show it (formats.printable: in a shared cache a file's
+    name is anyone's). The one way modules look records up."""
 
     stored: tuple[Stored, ...]
     skipped: tuple[CacheError, ...]
@@ -152,7 +154,7 @@ class Catalog:
                     stored.append(Stored(read_record(path), path, record_id(directory, path), directory != root))
                 except CacheError as error:
                     user = directory == root and not isinstance(error, MisfiledRecord)
-                    skipped.append(CacheError(f"{error}; {_REWRITE}") if user else error)
+                    skipped.append(CacheError(printable(f"{error}; {_REWRITE}" if user else str(error))))
         return cls(tuple(stored), tuple(skipped))
 
     def select(self, *, backend: str | None = None, fingerprint: str | None = None, model: dict | None = None,

@@ -24,7 +24,7 @@ from pathlib import Path
 from . import cache
 from .devices import software_changes
 from .dtypes import PRECISIONS
-from .formats import counted, printable, rate
+from .formats import counted, rate
 from .problem import Problem
 from .record import Record, file_stem
 from .runtime import Runtime
@@ -60,7 +60,7 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, comp
     device = runtime.device
     catalog = cache.Catalog.read(root)
     for error in catalog.skipped:
-        say(f"skipping {printable(str(error))}")  # a shared cache's file names are anyone's
+        say(f"skipping {error}")
     known: dict[Problem, list[cache.Stored]] = {}
     for stored in catalog.select(backend=runtime.backend.name):
         found = stored.record

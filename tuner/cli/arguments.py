@@ -86,6 +86,7 @@ def _storage(text: str, recorded: bool = False) -> str:
 
 
 def _recorded_storage(text: str) -> str:
+    """A search's --storage (_storage), which its cache record names."""
     return _storage(text, recorded=True)
 
 

@@ -5,7 +5,7 @@ import sys
 
 from .. import cache
 from ..backends import get_backend
-from ..formats import counted, duration, printable, rate
+from ..formats import counted, duration, rate
 from ..config import Tiling
 from ..record import Record, file_stem
 from .arguments import add_cache_dir
@@ -51,7 +51,7 @@ def _records(args) -> list[cache.Stored]:
         print(f"tuner: note: {root / 'records'} is not a folder: only the shipped records are shown", file=sys.stderr)
     catalog = cache.Catalog.read(root)
     for error in catalog.skipped:
-        print(f"tuner: skipping {printable(str(error))}", file=sys.stderr)  # a shared cache's file names are anyone's
+        print(f"tuner: skipping {error}", file=sys.stderr)
     return list(catalog.stored)
 
 

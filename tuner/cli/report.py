@@ -2,7 +2,6 @@
 from pathlib import Path
 
 from .. import cache
-from ..formats import printable
 from .arguments import _path, add_cache_dir, add_storage
 
 
@@ -22,7 +21,7 @@ def _report(args) -> int:
     for title, why in report.not_drawn.items():
         print(f"not drawn: {title}: {why}")
     for reason in report.skipped:
-        print(f"skipped: {printable(reason)}")  # a shared cache's file names are anyone's
+        print(f"skipped: {reason}")
     return 0
 
 
