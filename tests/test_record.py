@@ -203,10 +203,12 @@ def test_a_time_no_measurement_could_make_is_shown_in_four_digits():
 
 
 @pytest.mark.parametrize("text", ["run\u00a01", "/Users/me/Screenshot at 10.00.00\u202fAM/studies.journal",
-                                  "\u7814\u7a76\u3000A", "caf\u00e9", "e\u0301"])
+                                  "\u7814\u7a76\u3000A", "caf\u00e9", "e\u0301",
+                                  "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", "\U0001f469\u200d\U0001f4bb"])
 def test_a_text_shown_as_itself_is_kept_whatever_its_spaces(text):
     """A no-break space (or macOS's narrow one, or an ideographic one) shows as a space and forges
-    nothing: a record keeps it, a search takes it as --study or --storage, and a label is left as it is."""
+    nothing, nor does a zero-width (non-)joiner, which Persian words and emoji need: a record keeps
+    each, a search takes it as --study or --storage, and a label is left as it is."""
     from tuner.cli.arguments import _recorded_storage, _study_name
     from tuner.formats import printable
     from tuner.schema import Text

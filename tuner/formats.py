@@ -33,16 +33,19 @@ def counted(number: float, noun: str, plural: str = "") -> str:
 
 
 # The Unicode categories of the characters a terminal does not show as themselves: controls (an
-# escape, a line break, a tab), formats (a bidi override, a zero-width joiner), surrogates, and the
+# escape, a line break, a tab), formats (a bidi override, a zero-width space), surrogates, and the
 # line and paragraph separators. Not str.isprintable's whole rule: it refuses every space but U+0020
 # too (a no-break space, macOS's narrow no-break space in file names), which is shown as a space and
 # forges nothing, and unassigned characters, which differ between Python versions reading one cache.
 _HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+# The zero-width non-joiner and joiner are formats that words need (Persian, the Indic scripts) and
+# that join emoji: they shape the characters beside them and move nothing.
+_JOINERS = frozenset("\u200c\u200d")
 
 
 def hidden(character: str) -> bool:
-    """Whether a terminal does not show `character` as itself (_HIDDEN)."""
-    return unicodedata.category(character) in _HIDDEN
+    """Whether a terminal does not show `character` as itself (_HIDDEN, less _JOINERS)."""
+    return unicodedata.category(character) in _HIDDEN and character not in _JOINERS
 
 
 def printable(text: str) -> str:
