@@ -1,7 +1,11 @@
 """Child processes that the tests start at once, interrupt, and find."""
 import multiprocessing
 import os
+import pickle
 import signal
+import traceback
+
+NOBODY = 65534  # the unprivileged user and group of Debian and its kin
 
 
 def answers_ctrl_c() -> None:
@@ -42,3 +46,33 @@ def run_at_once(target, arguments: list[tuple]) -> None:
     finally:
         for process in processes:
             process.kill()  # one that hangs would outlive the test
+
+
+def where_permissions_bind(function, *arguments):
+    """function(*arguments), run in a forked child for which a file's mode binds, and its result:
+    under root, whom modes do not bind, the child becomes nobody (NOBODY, no other groups), so that
+    what the test made is another user's; under any other user the child stays that user, whose own
+    file of mode 000 is unreadable to them too. The child imports nothing (nobody may not read the
+    interpreter's files): what `function` needs must be imported already."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its result or its traceback through the pipe, then out without cleanup
+        os.close(read)
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+            outcome = (True, function(*arguments))
+        except BaseException:
+            outcome = (False, traceback.format_exc())
+        with os.fdopen(write, "wb") as pipe:
+            pickle.dump(outcome, pipe)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    passed, result = pickle.loads(data)
+    assert passed, f"in the child process:\n{result}"
+    return result

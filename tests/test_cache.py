@@ -3,11 +3,16 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import contextlib
+import io
 import multiprocessing
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
-from processes import run_at_once
+from processes import run_at_once, where_permissions_bind
 from records import H100, make_record
 
 from tuner import cache
@@ -477,3 +482,53 @@ def test_a_record_file_whose_name_holds_a_non_printing_character_is_named_withou
     main(["list", "--cache-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert f"tuner: skipping {path.parent}/x\ufffd[2Jall good\ufffd.json: " in err and "\x1b" not in err, err
+
+
+@pytest.fixture
+def reachable(monkeypatch):
+    """A folder that another user can reach (pytest's own are private to this one), for a cache
+    with no shipped records; removed after the test, whatever modes the test left there."""
+    folder = Path(tempfile.mkdtemp(prefix="tuner-test-modes-"))
+    folder.chmod(0o755)
+    monkeypatch.setattr("tuner.cache.shipped_dir", lambda: folder / "no-shipped-records")
+    yield folder
+    for path in (folder, *folder.rglob("*")):
+        with contextlib.suppress(OSError):
+            path.chmod(0o755)
+    shutil.rmtree(folder)
+
+
+def _listed(root) -> tuple[list[str], int, str]:
+    """Catalog.read's skipped reasons, and tuner list's exit status and stderr, in this process."""
+    from tuner.cli import main
+
+    skipped = [str(error) for error in cache.Catalog.read(root).skipped]
+    with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
+        status = main(["list", "--cache-dir", str(root)])
+    return skipped, status, err.getvalue()
+
+
+@pytest.mark.parametrize("unreadable", ["file", "device folder", "records folder", "cache folder"])
+def test_records_another_user_may_not_read_are_named_with_who_can_open_them_not_passed_over_or_to_be_deleted(
+        reachable, unreadable):
+    """In a shared cache a record, or a folder of them, may be another user's (mode 600, 700): it
+    is skipped in one line naming it and what to do (its owner's chmod, or a cache of one's own),
+    never passed over in silence, nor called damaged with the advice to delete it; tuner list
+    still lists the rest. Run where modes bind (processes.where_permissions_bind)."""
+    root = reachable / "cache"
+    path = cache.record_path(root, H100.slug, Problem(8, 8, 8).key)
+    _write(path, 100.0, 0)
+    for folder in (root, root / "records", path.parent):
+        folder.chmod(0o755)
+    assert _listed(root) == ([], 0, "")  # readable: and what the child runs is imported
+    blocked = {"file": path, "device folder": path.parent, "records folder": root / "records",
+               "cache folder": root}[unreadable]
+    blocked.chmod(0)
+    skipped, status, err = where_permissions_bind(_listed, root)
+    named = {"file": f"{path}: you may not read it", "device folder": f"{path.parent}/*.json: you may not read "
+             f"the folder {path.parent}", "records folder": f"{root / 'records'}/*/*.json: you may not read the "
+             f"folder {root / 'records'}", "cache folder": f"{root / 'records'}/*/*.json: you may not read the "
+             f"folder {root / 'records'}"}[unreadable]
+    assert [reason.split(" (")[0] for reason in skipped] == [named], skipped
+    assert "its owner can let you (chmod a+r" in skipped[0] and "delete" not in skipped[0]
+    assert status == 0 and err == f"tuner: skipping {skipped[0]}\n"

@@ -14,7 +14,7 @@ read-only in the repository's cache/.
 import functools
 import json
 import os
-from collections.abc import Iterator
+import stat
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -32,6 +32,25 @@ class CacheError(ValueError):
 
 class MisfiledRecord(CacheError):
     """A sound record at another record's path; the message says what to do."""
+
+
+class NotReadable(CacheError):
+    """A record, or a folder of records, that this user may not read (another user's, in a shared
+    cache): nothing is wrong with it, and the message says who can open it up."""
+
+
+def _not_readable(path: Path, error: OSError, records: str = "") -> NotReadable:
+    """NotReadable for the record file at `path`, or for the folder there that holds `records` (a
+    pattern of their files), which `error` refused this user; with its owner and mode where seen."""
+    try:
+        info = os.stat(path)
+        whose = f"; it belongs to {'you' if info.st_uid == os.geteuid() else f'user {info.st_uid}'}, mode " \
+                f"{stat.S_IMODE(info.st_mode):o}"
+    except OSError:
+        whose = ""
+    named, what, mode = (f"{path / records}", f"the folder {path}", "a+rX") if records else (path, "it", "a+r")
+    return NotReadable(f"{named}: you may not read {what} ({error.strerror or error}{whose}): its owner can let you "
+                       f"(chmod {mode}), or use a cache directory of your own (--cache-dir, TUNER_CACHE_DIR)")
 
 
 def cache_dir(override: str | os.PathLike | None = None, option: str = "--cache-dir ") -> Path:
@@ -74,6 +93,8 @@ def read_record(path: Path) -> record.Record:
         if len(raw) > record.MAX_BYTES:
             raise OSError(f"over {record.MAX_BYTES} bytes, too large to be a record")
         data = json.loads(raw)
+    except PermissionError as error:
+        raise _not_readable(path, error) from None
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise CacheError(f"{path}: unreadable ({type(error).__name__}: {str(error)[:200]})") from None
     try:
@@ -113,9 +134,22 @@ def store(path: Path, new: record.Record) -> None:
     write_atomically(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
 
 
-def record_paths(root: Path) -> Iterator[Path]:
-    """Every record file under `root`, in a stable order."""
-    yield from sorted((root / "records").glob("*/*.json"))
+def record_paths(root: Path, unreadable: list | None = None) -> list[Path]:
+    """Every record file under `root`, in a stable order; a NotReadable for each folder there that
+    this user may not list is added to `unreadable` (if given), since its records go unseen."""
+    def listing(folder: Path, pattern: str) -> list[Path]:
+        try:
+            with os.scandir(folder) as entries:
+                return [Path(entry.path) for entry in entries]
+        except (FileNotFoundError, NotADirectoryError):  # no records yet; a file beside the folders
+            return []
+        except OSError as error:
+            if unreadable is not None:
+                unreadable.append(_not_readable(folder, error, pattern))
+            return []
+
+    return sorted(path for folder in listing(root / "records", "*/*.json") for path in listing(folder, "*.json")
+                  if path.name.endswith(".json"))
 
 
 def record_id(root: Path, path: Path) -> str:
@@ -149,12 +183,15 @@ class Catalog:
     def read(cls, root: Path) -> "Catalog":
         stored, skipped = [], []
         for directory in (root, shipped_dir()):
-            for path in record_paths(directory):
+            refused = []  # the folders of records this user may not list, then the records not read
+            for path in record_paths(directory, refused):
                 try:
                     stored.append(Stored(read_record(path), path, record_id(directory, path), directory != root))
                 except CacheError as error:
-                    user = directory == root and not isinstance(error, MisfiledRecord)
-                    skipped.append(CacheError(printable(f"{error}; {_REWRITE}" if user else str(error))))
+                    refused.append(error)
+            for error in refused:
+                user = directory == root and not isinstance(error, (MisfiledRecord, NotReadable))
+                skipped.append(CacheError(printable(f"{error}; {_REWRITE}" if user else str(error))))
         return cls(tuple(stored), tuple(skipped))
 
     def select(self, *, backend: str | None = None, fingerprint: str | None = None, model: dict | None = None,

@@ -47,7 +47,7 @@ def _records(args) -> list[cache.Stored]:
         f"TUNER_CACHE_DIR={os.environ['TUNER_CACHE_DIR']}" if os.environ.get("TUNER_CACHE_DIR") else "")
     if named and not root.is_dir():
         print(f"tuner: note: {named} does not exist: only the shipped records are shown", file=sys.stderr)
-    elif (root / "records").exists() and not (root / "records").is_dir():
+    elif os.path.exists(root / "records") and not os.path.isdir(root / "records"):  # False where it cannot be seen
         print(f"tuner: note: {root / 'records'} is not a folder: only the shipped records are shown", file=sys.stderr)
     catalog = cache.Catalog.read(root)
     for error in catalog.skipped:
