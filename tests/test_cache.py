@@ -484,6 +484,17 @@ def test_a_record_file_whose_name_holds_a_non_printing_character_is_named_withou
     assert f"tuner: skipping {path.parent}/x\ufffd[2Jall good\ufffd.json: " in err and "\x1b" not in err, err
 
 
+def test_a_rewritten_record_keeps_the_mode_its_owner_gave_it(tmp_path):
+    """A record its owner let others read (chmod a+r, in a shared cache) stays readable to them when a
+    search rewrites it; a new record is its writer's alone."""
+    path = cache.record_path(tmp_path, H100.slug, Problem(8, 8, 8).key)
+    _write(path, 100.0, 0)
+    assert path.stat().st_mode & 0o777 == 0o600
+    path.chmod(0o644)
+    _write(path, 200.0, 1)
+    assert path.stat().st_mode & 0o777 == 0o644 and cache.read_record(path).best.measurement.gflops == 200.0
+
+
 @pytest.fixture
 def reachable(monkeypatch):
     """A folder that another user can reach (pytest's own are private to this one), for a cache

@@ -122,8 +122,10 @@ def write_record(path: Path, new: record.Record) -> None:
 
 
 def store(path: Path, new: record.Record) -> None:
-    """Write the record `new` to `path` atomically; the caller holds locked(path). A record that
-    would not load back, or belongs elsewhere, is a bug here and is refused unwritten."""
+    """Write the record `new` to `path` atomically; the caller holds locked(path). A new record is
+    its writer's alone (mode 600); one that replaces a record keeps that record's mode, so that a
+    record its owner let others read (a shared cache's) stays readable. A record that would not
+    load back, or belongs elsewhere, is a bug here and is refused unwritten."""
     data = new.as_dict()
     try:
         problem = _misfiled(path, record.Record.from_dict(data))
@@ -131,7 +133,11 @@ def store(path: Path, new: record.Record) -> None:
         problem = str(error)
     if problem:
         raise AssertionError(f"refusing to write an invalid record to {path}: {problem}")
-    write_atomically(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+    try:
+        replaces = stat.S_ISREG(os.lstat(path).st_mode)  # not a symbolic link's target's mode
+    except FileNotFoundError:
+        replaces = False
+    write_atomically(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode(), keep_mode=replaces)
 
 
 def record_paths(root: Path, unreadable: list | None = None) -> list[Path]:
