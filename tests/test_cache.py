@@ -543,3 +543,14 @@ def test_records_another_user_may_not_read_are_named_with_who_can_open_them_not_
     assert [reason.split(" (")[0] for reason in skipped] == [named], skipped
     assert "its owner can let you (chmod a+r" in skipped[0] and "delete" not in skipped[0]
     assert status == 0 and err == f"tuner: skipping {skipped[0]}\n"
+
+
+def test_hidden_names_in_the_records_folder_are_not_records(tmp_path):
+    """As a glob leaves them: an editor's or a file manager's hidden files (macOS's ._name.json)
+    and hidden folders there are not read as records, nor skipped with a line each."""
+    path = cache.record_path(tmp_path, H100.slug, Problem(8, 8, 8).key)
+    _write(path, 100.0, 0)
+    (path.parent / f"._{path.name}").write_bytes(b"\x00\x05\x16\x07")
+    (tmp_path / "records" / ".trash").mkdir()
+    (tmp_path / "records" / ".trash" / path.name).write_text("{}")
+    assert cache.record_paths(tmp_path) == [path]

@@ -141,12 +141,13 @@ def store(path: Path, new: record.Record) -> None:
 
 
 def record_paths(root: Path, unreadable: list | None = None) -> list[Path]:
-    """Every record file under `root`, in a stable order; a NotReadable for each folder there that
-    this user may not list is added to `unreadable` (if given), since its records go unseen."""
+    """Every record file under `root` (records/<device>/<name>.json, hidden names left out, as a
+    glob leaves them), in a stable order; a NotReadable for each folder there that this user may
+    not list is added to `unreadable` (if given), since its records go unseen."""
     def listing(folder: Path, pattern: str) -> list[Path]:
         try:
             with os.scandir(folder) as entries:
-                return [Path(entry.path) for entry in entries]
+                return [Path(entry.path) for entry in entries if not entry.name.startswith(".")]
         except (FileNotFoundError, NotADirectoryError):  # no records yet; a file beside the folders
             return []
         except OSError as error:
