@@ -12,7 +12,9 @@
 #                                        template change; tuner list
 #   bash bench/gpu_check.sh compare $OUT bench/versus_cublas.py: tuned kernels (from the records in
 #                                        cache/, so commit e2e's first) and the probe's named
-#                                        configurations against strict-FP32 cuBLAS and the seeds
+#                                        configurations against strict-FP32 cuBLAS and the seeds;
+#                                        then tuner search float32 at 1000^3 with no compile worker
+#                                        (the measuring process counts each ceiling)
 #   bash bench/gpu_check.sh tensor $OUT  tuner search --dtype tf32 and float16-tc at 4096^3 (the
 #                                        tensor cores through mma.sync), then
 #                                        bench/tensor_core_probe.py: those tuned kernels and named
@@ -189,6 +191,29 @@ PY
 compare)
   # The records committed to cache/ (e2e's), read as the user cache: the tuned kernels are theirs.
   TUNER_CACHE_DIR="$PWD/cache" step "$python" bench/versus_cublas.py "$work/out" "${shapes[@]}"
+  # With no compile worker (as on a GPU in exclusive-process mode) the measuring process counts each
+  # ceiling from the kernel it compiles and then measures; each counted trial must say so.
+  step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${odd[@]}" --timeout 40 \
+    --compile-workers 0 "${search_trials[@]}"
+  step "$python" - <<'PY'
+import os
+from pathlib import Path
+
+import optuna
+
+from tuner.storage import open_storage
+
+trials = [trial for journal in sorted((Path(os.environ["TUNER_CACHE_DIR"]) / "studies").glob("*.journal"))
+          for summary in optuna.get_all_study_summaries(open_storage(str(journal)), include_best_trial=False)
+          for trial in optuna.load_study(study_name=summary.study_name, storage=open_storage(str(journal))).trials]
+counted = [trial for trial in trials if "ceiling" in trial.user_attrs]
+timed = [trial.user_attrs["seconds"]["compile_and_count"] for trial in counted
+         if "compile_and_count" in trial.user_attrs.get("seconds", {})]
+print(f"no compile worker: {len(trials)} trials, {len(counted)} with a static ceiling, {len(timed)} of the measured "
+      f"with compile_and_count seconds ({', '.join(f'{seconds:.1f}' for seconds in timed)})")
+if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+    assert counted and timed, "no trial was counted, or none measured says how long its count took"
+PY
   ;;
 tensor)
   # Tensor-core kernels link the mma wrappers and are not cached on disk, so each variant compiles
