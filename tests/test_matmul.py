@@ -250,6 +250,11 @@ BAD = {
                      r"dtype=np.float64\)"),
     "mixed with integers": ((np.ones((4, 3), np.int64), F32.T), {}, TypeError,
                             r"A is int64 and B is float32; .* cast one, e.g. A as np.asarray\(A, dtype=np.float32\)"),
+    "mixed floats, the wider second": ((F32, F32.T.astype(np.float64)), {}, TypeError,
+                                       r"A is float32 and B is float64; .* cast one, e.g. A as np.asarray\(A, "
+                                       r"dtype=np.float64\)"),  # what np.matmul promotes to, not a lossy cast
+    "float16 with float32": ((F32.astype(np.float16), F32.T), {}, TypeError,
+                             r"A is float16 and B is float32; .* e.g. A as np.asarray\(A, dtype=np.float32\)"),
     "out of the wrong shape": ((F32, F32.T), {"out": np.zeros((4, 3), np.float32)}, ValueError,
                                r"out has shape \(4, 3\), but A @ B is 4x4"),
     "out of the wrong dtype": ((F32, F32.T), {"out": np.zeros((4, 4))}, TypeError, "out is float64"),

@@ -152,8 +152,9 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     family = family_for(len(A.shape), len(B.shape))
     sizes, c_shape = family.sizes(tuple(A.shape), tuple(B.shape))
     if native[0] != native[1]:
-        taken = runtime.backend.dtypes
-        target = next((dtype.name for dtype in native if dtype.name in taken), taken[0])  # one tuner multiplies
+        # The wider of the dtypes tuner multiplies, as np.matmul would promote to: a cast that loses nothing
+        multiplied = [dtype for dtype in native if dtype.name in runtime.backend.dtypes]
+        target = max(multiplied, key=lambda dtype: dtype.itemsize).name if multiplied else runtime.backend.dtypes[0]
         cast = "B" if native[0].name == target else "A"
         raise TypeError(f"A is {native[0]} and B is {native[1]}; tuner.matmul does not mix dtypes: "
                         f"cast one, e.g. {cast} as np.asarray({cast}, dtype=np.{target})")
