@@ -275,6 +275,9 @@ BAD = {
     "strings": ((F32, np.full((3, 4), "x")), {}, TypeError, "B must be a matrix of numbers, not ndarray of <U1"),
     "a masked array": ((np.ma.masked_array(F32, mask=F32 > 0), F32.T), {}, TypeError,
                        r"A is a masked array, whose mask tuner.matmul would ignore; pass A.filled\(0\)"),
+    "a masked out": ((F32, F32.T), {"out": np.ma.masked_array(np.zeros((4, 4), np.float32))}, TypeError,
+                     r"out is a masked array, whose mask tuner.matmul would ignore; pass out.data to write the "
+                     r"product into its data"),  # out.filled(0) would be a copy, never written
     "an alpha float32 cannot hold": ((F32, F32.T), {"alpha": 1e300}, ValueError,
                                      r"alpha=1e\+300 overflows float32, the precision this product is computed in"),
     "a beta no float can hold": ((F32, F32.T), {"out": np.zeros((4, 4), np.float32), "beta": 10 ** 400}, ValueError,

@@ -98,8 +98,10 @@ def _matrix(runtime: Runtime, array, name: str):
         if name == "out" and not isinstance(array, np.ndarray):
             raise TypeError(f"out must be a NumPy array or a device array, not {type(array).__name__}")
         if isinstance(array, np.ma.MaskedArray):
-            raise TypeError(f"{name} is a masked array, whose mask tuner.matmul would ignore; pass {name}.filled(0) "
-                            f"to multiply with masked entries as zeros, or {name}.data to ignore the mask")
+            remedy = ("pass out.data to write the product into its data, every entry, the mask left as it is"
+                      if name == "out" else f"pass {name}.filled(0) to multiply with masked entries as zeros, "
+                                            f"or {name}.data to ignore the mask")
+            raise TypeError(f"{name} is a masked array, whose mask tuner.matmul would ignore; {remedy}")
         given, array = array, np.asarray(array)
         if array.dtype.kind not in "biufc":
             raise TypeError(f"{name} must be a matrix of numbers, not {type(given).__name__}"
