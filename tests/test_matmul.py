@@ -304,6 +304,18 @@ def test_a_long_double_alpha_beyond_float64_is_refused_not_turned_into_infinity(
         tuner.matmul(F64, F64.T, alpha=np.longdouble("1e400"))
 
 
+def test_a_product_too_large_for_the_simulator_is_refused_before_its_operands_are_copied(monkeypatch):
+    """Copying first costs the time, and the host memory (the simulator's device memory), the refusal
+    spares: operands near the host's memory were copied twice before, and the process was killed."""
+    def copy(*args, **kwargs):
+        raise AssertionError("an operand was copied to the device")
+
+    monkeypatch.setattr(cuda, "to_device", copy)
+    square = np.ones((256, 256), np.float32)
+    with pytest.raises(ValueError, match="256x256x256 is too large for the simulator"):
+        tuner.matmul(square, square)
+
+
 def test_array_interface_exporters_are_used_in_place():
     if not hasattr(cuda, "as_cuda_array"):
         pytest.skip("Numba's CUDA simulator has no __cuda_array_interface__; CuPy (and, where installed, "

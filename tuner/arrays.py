@@ -12,6 +12,7 @@ import numpy as np
 
 from .dtypes import PRECISIONS
 from .family import Family, family_for
+from .problem import Problem
 from .runtime import Runtime
 
 
@@ -36,8 +37,7 @@ class Call:
     B: object
     C: object
     family: Family  # the kernel family whose operands these are
-    sizes: dict  # the problem's sizes by name: m, n and k, and what else its family has
-    dtype: str
+    problem: Problem | None  # the product the kernel is chosen for (k at least 1); None when C is empty
     out: object  # what the caller passed as out, if anything
     model: object  # the caller's first device operand, whose kind a new result takes; None for NumPy
     alpha: np.floating  # alpha and beta, checked, in the precision the product is computed in
@@ -144,8 +144,9 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     """Check the operands of C = alpha*A@B + beta*C and place them on the device; the product runs
     in `precision` (a name in dtypes.PRECISIONS) if given, else in the matrices' own.
 
-    TypeError or ValueError for operands NumPy would refuse or the kernels do not take, and
-    MemoryError when the device has no room for them; never a launch on bad operands.
+    TypeError or ValueError for operands NumPy would refuse or the kernels do not take, ValueError
+    for a product too slow for this device (the simulator), and MemoryError when the device has no
+    room for them; each before anything is copied, and never a launch on bad operands.
     """
     alpha, beta = _real("alpha", alpha), _real("beta", beta)
     model = next((array for array in (out, A, B) if array is not None and is_device(array)), None)
@@ -175,6 +176,11 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     if needed > free:
         raise MemoryError(f"this product needs {needed / 2**30:.2f} GiB on the device, which has "
                           f"{free / 2**30:.2f} GiB free; split it into smaller products")
+    # With k = 0 the kernel still runs, making C beta * C.
+    problem = None if 0 in c_shape else family.problem(**{**sizes, "k": max(sizes["k"], 1)}, dtype=dtype)
+    too_slow = runtime.too_slow(problem) if problem is not None else ""
+    if too_slow:
+        raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
     device_out = C if C is not None and is_device(C) else None
     given = (A, B)
     A, B = (_to_device(runtime, array, device_out) for array in given)
@@ -188,7 +194,7 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     stream = next((array.stream for array in (C, A, B) if getattr(array, "stream", 0)), 0)
     if stream and copied:  # the copies went on the default stream, which a non-blocking stream does not wait for
         runtime.module.synchronize()
-    return Call(A, B, C, family, sizes, dtype, out, model, alpha, beta, stream)
+    return Call(A, B, C, family, problem, out, model, alpha, beta, stream)
 
 
 def scalar(name: str, value, accumulate: type, wider: str = ""):

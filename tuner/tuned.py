@@ -309,13 +309,9 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, precision=None):
     """
     library = _library(None, None)
     call = arrays.prepare(library.runtime, A, B, out, alpha, beta, precision)
-    if 0 not in tuple(call.C.shape):  # with k = 0, C still becomes beta * C
-        problem = call.family.problem(**{**call.sizes, "k": max(call.sizes["k"], 1)}, dtype=call.dtype)
-        too_slow = library.runtime.too_slow(problem)
-        if too_slow:
-            raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
+    if call.problem is not None:
         with _lock:
-            kernel = library.kernel(problem).kernel
+            kernel = library.kernel(call.problem).kernel
         kernel.bind(*call.family.kernel_operands(call.A, call.B), call.C, call.alpha, call.beta, call.stream,
                     checked=True)()
     return call.result()
