@@ -298,14 +298,18 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, precision=None):
     """alpha * A @ B (+ beta * out), with the kernel tuned for this GPU.
 
     A and B are 2-D matrices of one dtype (float32, float64, or float16 with a float32 result), or
-    stacks of them as np.matmul takes them (see the registered families in tuner/families).
+    3-D stacks of them, (b, m, k) @ (b, k, n), one of which may be a single matrix (or a stack of
+    one), broadcast as np.matmul broadcasts it.
     `precision` opts into NVIDIA's tensor cores: "tf32" for float32 matrices (TF32 multiplies, as
     cuBLAS with TF32 allowed: a relative error near 3e-4) or "float16-tc" for float16 ones (float32
     accumulation and result); by default the product runs in the matrices' own precision.
-    NumPy arrays are copied to the device and the result comes back as NumPy; Numba device arrays
-    and CUDA Array Interface exporters (CuPy, PyTorch) are used in place, and the result is of
-    their kind. With `out`, the result is written there and `out` is returned; beta scales
-    out's previous values and needs `out`.
+    NumPy arrays (and lists, anything numpy.asarray takes) are copied to the device and the result
+    comes back as NumPy; Numba device arrays and CUDA Array Interface exporters (CuPy, PyTorch) are
+    used in place, and the result is of their kind. With `out`, the result is written there and
+    `out` is returned; beta scales out's previous values and needs `out`. Records are read from
+    $TUNER_CACHE_DIR, else the user cache directory. Operands it cannot take are a one-line
+    TypeError or ValueError (a MemoryError where the device has no room for them), before anything
+    is launched.
     """
     library = _library(None, None)
     call = arrays.prepare(library.runtime, A, B, out, alpha, beta, precision)
