@@ -11,8 +11,8 @@ from tuner.config import Config
 from tuner.problem import Problem
 from tuner.runtime import open_runtime
 from tuner.search import Search
-from tuner.storage import SharedStorage
-from tuner.trials import MEASURE, SPENT, Kind, answer, config_key, is_measured, passed
+from tuner.storage import MAX_RETRIES, SharedStorage
+from tuner.trials import MEASURE, SPENT, Kind, answer, config_key, give_back, is_measured, passed
 
 A, B = {"block_m": 32}, {"block_m": 64}
 
@@ -175,3 +175,27 @@ def test_a_trial_just_asked_by_a_worker_in_another_time_zone_is_not_taken_for_de
     other = optuna.load_study(storage=recovering.storage, study_name="s")
     recovering.recover(other)
     assert other.trials[trial.number].state == optuna.trial.TrialState.RUNNING
+
+
+def test_a_configuration_whose_measurement_killed_its_worker_each_time_is_not_queued_again(workers):
+    """A variant that kills the measuring process (a driver fault, a hang the user kills) is retried
+    MAX_RETRIES times; the warm start, which queues its configurations afresh in every run, must not
+    start that over, or every run would die on it. A variant given back on Ctrl-C is no death."""
+    first, _, study, _ = workers
+
+    def measuring():
+        trial = study.ask()  # the oldest waiting trial: A, or its retry
+        trial.suggest_categorical("block_m", [32, 64])
+        first.sign(trial)
+        assert first.claim(study, None, trial, config_key(A)) == MEASURE
+        return trial
+
+    for _ in range(MAX_RETRIES + 1):
+        assert first.enqueue(study, [A]) == [A]
+        give_back(study, measuring())  # Ctrl-C
+    for _ in range(MAX_RETRIES + 1):
+        measuring().set_user_attr("worker_started", "1")  # its process died: this pid is another's now
+        first.recover(study)
+    assert not study.get_trials(states=(optuna.trial.TrialState.WAITING,))  # no retry left
+    with pytest.warns(UserWarning, match=r'configuration \{"block_m": 32\} is not queued again: 3 or more workers'):
+        assert first.enqueue(study, [A, B]) == [B]

@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 import warnings
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from optuna.trial import TrialState
 from . import journal
 from .disk import make_dirs
 from .locks import AdvisoryLock, FileLock, NoLock, ReadOnlyLock
-from .trials import MEASURE, RECORDED, SPENT, Decision, config_key, is_measured
+from .trials import MEASURE, RECORDED, SPENT, Decision, Kind, config_key, is_measured
 
 # A database worker records a heartbeat this often; one silent for GRACE_INTERVALS heartbeats is
 # dead, and its trial is failed and queued again.
@@ -41,7 +41,8 @@ GRACE_INTERVALS = 4
 # A trial is signed by its worker right after it is asked for; one still unsigned after this long
 # belongs to a process killed in between.
 ORPHAN_GRACE_SECONDS = 5
-# A trial whose worker died this many times is not queued again: it may be what kills them.
+# A trial whose worker died this many times is not queued again: it may be what kills them. Nor is
+# a configuration whose measurement died more often than that queued afresh (SharedStorage.enqueue).
 MAX_RETRIES = 2
 # How often a worker waiting on another one looks at the study again.
 POLL_SECONDS = 0.5
@@ -105,6 +106,15 @@ def retry(study: optuna.Study, trial) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRIES)(study, clean)
+
+
+def _fatal(failed: list) -> set[str]:
+    """The configurations whose measurement killed its worker more than MAX_RETRIES times, from the
+    `failed` trials: those that held a claim (the variant being measured) and were not given back
+    (by Ctrl-C or SIGTERM)."""
+    deaths = Counter(trial.user_attrs["claim"] for trial in failed
+                     if "claim" in trial.user_attrs and trial.user_attrs.get("kind") != Kind.SURPLUS.value)
+    return {key for key, count in deaths.items() if count > MAX_RETRIES}
 
 
 def _password(url: str) -> str:
@@ -293,9 +303,11 @@ class SharedStorage:
         queued. Under the workers' lock, so that workers starting together queue each one once. Only
         a measured trial that `answers` for its configuration (as in claim) has measured it. With
         `running_too`, one that another worker holds is queued too: this worker's claim then waits
-        for that measurement and answers from it."""
+        for that measurement and answers from it. One whose measurement kills its worker (_fatal)
+        is not queued, with a warning: else every run would die on it."""
         held = () if running_too else (TrialState.RUNNING,)
         with self.lock.held(study.study_name):
+            killers = _fatal(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
             trials = study.get_trials(deepcopy=False, states=(TrialState.WAITING, *held, TrialState.COMPLETE))
             taken = {config_key(trial.params) if trial.state == TrialState.COMPLETE else
                      trial.user_attrs.get("queued") or trial.user_attrs.get("claim")
@@ -312,6 +324,9 @@ class SharedStorage:
                         # a worker may have taken it off the queue and finished it since: nothing to mark
                         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
                             self.storage.set_trial_user_attr(trial._trial_id, name, value)
+                elif key not in taken and key in killers:
+                    warnings.warn(f"tuner: configuration {key} is not queued again: {MAX_RETRIES + 1} or more "
+                                  "workers died measuring it (a crash, or a hang that was killed)", stacklevel=3)
                 elif key not in taken:
                     study.enqueue_trial(params, user_attrs={"queued": key, **(attrs or {})})
                     taken.add(key)
