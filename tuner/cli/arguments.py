@@ -5,6 +5,7 @@ import os
 
 DTYPE_HELP = ("the precision: float32 (default), float64, and on cuda only float16 (float32 accumulate and "
               "result) and the tensor-core ones tf32 (float32 in and out, TF32 multiplies) and float16-tc")
+SIMULATE_HELP = "run on Numba's CUDA simulator (also when NUMBA_ENABLE_CUDASIM=1 or no GPU is found)"
 
 
 def add_backend(parser: argparse.ArgumentParser) -> None:

@@ -5,7 +5,7 @@ from .. import cache
 from ..backends import BACKENDS
 from ..record import file_stem
 from ..stopping import stop_on_sigterm
-from .arguments import _positive, _seed, add_cache_dir, add_compile_workers
+from .arguments import SIMULATE_HELP, _positive, _seed, add_cache_dir, add_compile_workers
 from .search import compile_workers, default_trials, open_device
 
 
@@ -47,7 +47,7 @@ def add_parsers(subparsers) -> None:
         "regenerate", help="re-verify and re-time the cached records for this GPU and software, or re-tune them")
     regenerate.add_argument("--backend", choices=tuple(BACKENDS),
                             help="cuda or roc (default: $TUNER_BACKEND, else the GPU found)")
-    regenerate.add_argument("--simulate", action="store_true", help="run on Numba's CUDA simulator")
+    regenerate.add_argument("--simulate", action="store_true", help=SIMULATE_HELP)
     regenerate.add_argument("--trials", type=_positive,
                             help="variants to measure when re-tuning a product (default 60 on a GPU, 6 simulated)")
     regenerate.add_argument("--seed", type=_seed, default=0, help="seed of the sampler and of the test inputs")

@@ -21,8 +21,8 @@ from ..sampler import SAMPLERS
 from ..space import Space
 from ..stopping import follow_parent, stop_on_sigterm
 from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
-from .arguments import (DTYPE_HELP, _positive, _seconds, _seed, _study_name, add_backend, add_cache_dir,
-                        add_compile_workers, add_storage, storage_location)
+from .arguments import (DTYPE_HELP, SIMULATE_HELP, _positive, _seconds, _seed, _study_name, add_backend,
+                        add_cache_dir, add_compile_workers, add_storage, storage_location)
 from .records import print_best
 
 DEFAULT_SHAPE = (4096, 4096, 4096)  # on a GPU; the simulator has its own (simulator.SHAPE)
@@ -231,8 +231,7 @@ def _options() -> argparse.ArgumentParser:
     """The options of `tuner search`, for its parser and for its workers' command line."""
     search = argparse.ArgumentParser(add_help=False)
     add_backend(search)
-    search.add_argument("--simulate", action="store_true",
-                        help="run on Numba's CUDA simulator (also when NUMBA_ENABLE_CUDASIM=1 or no GPU is found)")
+    search.add_argument("--simulate", action="store_true", help=SIMULATE_HELP)
     search.add_argument("--dtype", default="float32", help=DTYPE_HELP)
     search.add_argument("--shape", nargs=3, type=_positive, metavar=("M", "N", "K"),
                         help="the product's shape (default 4096 4096 4096 on a GPU, 32 32 32 simulated)")
