@@ -41,8 +41,8 @@ GRACE_INTERVALS = 4
 # A trial is signed by its worker right after it is asked for; one still unsigned after this long
 # belongs to a process killed in between.
 ORPHAN_GRACE_SECONDS = 5
-# A trial whose worker died this many times is not queued again: it may be what kills them. Nor is
-# a configuration whose measurement died more often than that queued afresh (SharedStorage.enqueue).
+# A trial whose worker died is queued again this many times; after one more death it is not, since it
+# may be what kills them, nor is its configuration queued afresh by a later run (SharedStorage.enqueue).
 MAX_RETRIES = 2
 # How often a worker waiting on another one looks at the study again.
 POLL_SECONDS = 0.5
