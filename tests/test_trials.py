@@ -11,8 +11,8 @@ from tuner.config import Config
 from tuner.problem import Problem
 from tuner.runtime import open_runtime
 from tuner.search import Search
-from tuner.storage import MAX_RETRIES, SharedStorage
-from tuner.trials import MEASURE, SPENT, Kind, answer, config_key, give_back, is_measured, passed
+from tuner.storage import KILLS_ITS_WORKER, MAX_RETRIES, SharedStorage
+from tuner.trials import MEASURE, SPENT, Kind, answer, config_key, give_back, is_measured, passed, suggest
 
 A, B = {"block_m": 32}, {"block_m": 64}
 
@@ -197,5 +197,44 @@ def test_a_configuration_whose_measurement_killed_its_worker_each_time_is_not_qu
         measuring().set_user_attr("worker_started", "1")  # its process died: this pid is another's now
         first.recover(study)
     assert not study.get_trials(states=(optuna.trial.TrialState.WAITING,))  # no retry left
-    with pytest.warns(UserWarning, match=r'configuration \{"block_m": 32\} is not queued again: 3 or more workers'):
+    with pytest.warns(UserWarning, match=r'configuration \{"block_m": 32\} is not queued again: measuring it killed '
+                                         'the worker 3 times or more'):
         assert first.enqueue(study, [A, B]) == [B]
+
+
+def test_a_configuration_that_killed_its_worker_each_time_is_not_measured_when_the_sampler_suggests_it(
+        tmp_path, monkeypatch):
+    """The sampler knows nothing of failed trials and may suggest such a variant again, which would
+    start its retries over and kill as many runs: it is told invalid, with why, and not measured."""
+    runtime, problem, path = open_runtime(CUDA, simulate=True), Problem(16, 16, 16), tmp_path / "study.journal"
+    first = Search(runtime, problem, root=tmp_path, storage=str(path), name="s")
+    killer = {**Config().as_dict(), "block_m": 16, "block_n": 16, "thread_m": 2, "thread_n": 2}
+    assert not first.space.violations(first.space.config_type(**killer))
+    first.study.enqueue_trial(killer)
+    for _ in range(MAX_RETRIES + 1):  # the variant and its retries each killed the measuring process
+        trial = first.study.ask()
+        suggest(trial, first.space.domains())
+        first.shared.sign(trial)
+        assert first.shared.claim(first.study, None, trial, config_key(killer)) == MEASURE
+        trial.set_user_attr("worker_started", "1")  # its process died: this pid is another's now
+        first.shared.recover(first.study)
+    second = Search(runtime, problem, root=tmp_path, storage=str(path), name="s")
+    second.study.sampler = _FirstSuggesting(killer)
+    assert second.run(trials=1, timeout=None, warm=False).measured == 1
+    told = [trial for trial in second.study.trials if trial.state == optuna.trial.TrialState.COMPLETE]
+    assert told[0].params == killer and told[0].user_attrs["pruned"] == [KILLS_ITS_WORKER]
+    assert [trial.params != killer for trial in told if is_measured(trial)] == [True]
+
+
+class _FirstSuggesting(optuna.samplers.RandomSampler):
+    """Suggests `config` for the first trial it is asked for, then draws at random."""
+
+    def __init__(self, config: dict):
+        super().__init__(seed=0)
+        self.config, self.first = config, None
+
+    def sample_independent(self, study, trial, name, distribution):
+        if self.first in (None, trial.number):
+            self.first = trial.number
+            return self.config[name]
+        return super().sample_independent(study, trial, name, distribution)

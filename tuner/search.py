@@ -33,7 +33,7 @@ from .sampler import make_sampler
 from .schema import MAX_TEXT
 from .space import Space
 from .stopping import Terminated, raise_if_stopping, shielded
-from .storage import HEARTBEAT_SECONDS, SharedStorage, redacted, worker_name
+from .storage import HEARTBEAT_SECONDS, KILLS_ITS_WORKER, SharedStorage, killers, redacted, worker_name
 from .study_record import answers, build_record, say_unknown_kinds, warm_start_configs
 from .trials import (MAX_UNMEASURED_IN_A_ROW, RECORDED, STARTED, Kind, answer, config_key, give_back, is_measured,
                      is_told, passed, suggest)
@@ -117,6 +117,7 @@ class Search:
         complete = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         say_unknown_kinds(complete)
         self.history = {config_key(trial.params): trial for trial in complete if self._answers(trial)}
+        self.killers = killers(self.study)  # configurations never measured: each killed its worker
         self.ceilings = Ceilings.where_countable(runtime, self.space, root)
         self._counted_seconds = 0.0  # the count _below_ceiling made here for the variant about to be measured
 
@@ -330,6 +331,8 @@ class Search:
             self._tell_invalid(trial, len(broken) + len(pruned), outcome, broken, pruned)
         elif key in self.history:
             self._answer_from(trial, key, self.history[key], outcome)
+        elif key in self.killers:
+            self._tell_invalid(trial, 1.0, outcome, [], [KILLS_ITS_WORKER])
         else:
             self._pending.append((trial, config, key))
             if pool:

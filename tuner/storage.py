@@ -108,12 +108,19 @@ def retry(study: optuna.Study, trial) -> None:
         RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRIES)(study, clean)
 
 
-def _fatal(failed: list) -> set[str]:
-    """The configurations whose measurement killed its worker more than MAX_RETRIES times, from the
-    `failed` trials: those that held a claim (the variant being measured) and were not given back
-    (by Ctrl-C or SIGTERM)."""
-    deaths = Counter(trial.user_attrs["claim"] for trial in failed
-                     if "claim" in trial.user_attrs and trial.user_attrs.get("kind") != Kind.SURPLUS.value)
+# Why a configuration in `killers` is never measured again.
+KILLS_ITS_WORKER = (f"measuring it killed the worker {MAX_RETRIES + 1} times or more (a crash, or a hang that "
+                    "was killed)")
+
+
+def killers(study: optuna.Study) -> set[str]:
+    """The configurations whose measurement killed its worker more than MAX_RETRIES times: those
+    claimed by failed trials (the variant being measured) that were not given back (by Ctrl-C or
+    SIGTERM). Neither queued again nor measured when the sampler suggests one: else every run
+    would die on it."""
+    failed = study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+    deaths = Counter(trial.user_attrs["claim"] for trial in failed  # a journal edited by hand may hold anything
+                     if isinstance(trial.user_attrs.get("claim"), str) and trial.user_attrs.get("kind") != Kind.SURPLUS)
     return {key for key, count in deaths.items() if count > MAX_RETRIES}
 
 
@@ -303,11 +310,11 @@ class SharedStorage:
         queued. Under the workers' lock, so that workers starting together queue each one once. Only
         a measured trial that `answers` for its configuration (as in claim) has measured it. With
         `running_too`, one that another worker holds is queued too: this worker's claim then waits
-        for that measurement and answers from it. One whose measurement kills its worker (_fatal)
-        is not queued, with a warning: else every run would die on it."""
+        for that measurement and answers from it. One whose measurement kills its worker (killers)
+        is not queued, with a warning."""
         held = () if running_too else (TrialState.RUNNING,)
         with self.lock.held(study.study_name):
-            killers = _fatal(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
+            fatal = killers(study)
             trials = study.get_trials(deepcopy=False, states=(TrialState.WAITING, *held, TrialState.COMPLETE))
             taken = {config_key(trial.params) if trial.state == TrialState.COMPLETE else
                      trial.user_attrs.get("queued") or trial.user_attrs.get("claim")
@@ -324,9 +331,8 @@ class SharedStorage:
                         # a worker may have taken it off the queue and finished it since: nothing to mark
                         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
                             self.storage.set_trial_user_attr(trial._trial_id, name, value)
-                elif key not in taken and key in killers:
-                    warnings.warn(f"tuner: configuration {key} is not queued again: {MAX_RETRIES + 1} or more "
-                                  "workers died measuring it (a crash, or a hang that was killed)", stacklevel=3)
+                elif key not in taken and key in fatal:
+                    warnings.warn(f"tuner: configuration {key} is not queued again: {KILLS_ITS_WORKER}", stacklevel=3)
                 elif key not in taken:
                     study.enqueue_trial(params, user_attrs={"queued": key, **(attrs or {})})
                     taken.add(key)
