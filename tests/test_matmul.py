@@ -214,6 +214,15 @@ def test_empty_dimensions_follow_numpy():
     np.testing.assert_array_equal(C, np.full((2, 3), 2.0))
 
 
+def test_an_empty_product_copies_neither_operand(monkeypatch):
+    """With an empty C no kernel runs: A and B, however large, are neither copied to the device nor
+    counted against its memory (a broadcast view of 2**40 elements takes none of the host's)."""
+    monkeypatch.setattr("tuner.arrays._to_device", lambda *arguments: pytest.fail("an operand was copied"))
+    huge = np.broadcast_to(np.float32(1), (2**20, 2**20))
+    assert tuner.matmul(np.zeros((0, 2**20), np.float32), huge).shape == (0, 2**20)
+    assert tuner.matmul(huge, np.zeros((2**20, 0), np.float32)).shape == (2**20, 0)
+
+
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # the simulator computes in NumPy scalars
 def test_nan_and_inf_propagate_as_in_numpy():
     A, B = _operands(5, 4, 3, "float64")

@@ -169,22 +169,24 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     C = None if out is None else _check_out(runtime, out, c_shape, output)
     if out is None and beta != 0:
         raise ValueError(f"beta={beta} scales C, so pass C as out= (or leave beta at 0)")
-    host = [array for array in (A, B, C) if array is not None and not is_device(array)]
+    # With k = 0 the kernel still runs, making C beta * C; with an empty C none runs, so A and B stay where they are.
+    problem = None if 0 in c_shape else family.problem(**{**sizes, "k": max(sizes["k"], 1)}, dtype=dtype)
+    given = (A, B) if problem is not None else ()
+    host = [array for array in (*given, C) if array is not None and not is_device(array)]
     needed = sum(array.nbytes for array in host) + (math.prod(c_shape) * output.itemsize if C is None else 0)
     free = min(runtime.module.current_context().get_memory_info().free, runtime.device.memory_bytes) \
         if needed else 0  # asked only when something is allocated: a driver call per product
     if needed > free:
         raise MemoryError(f"this product needs {needed / 2**30:.2f} GiB on the device, which has "
                           f"{free / 2**30:.2f} GiB free; split it into smaller products")
-    # With k = 0 the kernel still runs, making C beta * C.
-    problem = None if 0 in c_shape else family.problem(**{**sizes, "k": max(sizes["k"], 1)}, dtype=dtype)
     too_slow = runtime.too_slow(problem) if problem is not None else ""
     if too_slow:
         raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
     device_out = C if C is not None and is_device(C) else None
-    given = (A, B)
-    A, B = (_to_device(runtime, array, device_out) for array in given)
-    copied = A is not given[0] or B is not given[1]
+    copied = False
+    if given:
+        A, B = (_to_device(runtime, array, device_out) for array in given)
+        copied = A is not given[0] or B is not given[1]
     if device_out is not None:
         C = device_out
     elif C is not None and beta != 0:
