@@ -141,8 +141,9 @@ def _precision(runtime: Runtime, dtype: str, precision: str | None) -> str:
 
 
 def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = None) -> Call:
-    """Check the operands of C = alpha*A@B + beta*C and place them on the device; the product runs
-    in `precision` (a name in dtypes.PRECISIONS) if given, else in the matrices' own.
+    """Check the operands of C = alpha*A@B + beta*C and place them on the device (A and B not where
+    C is empty: nothing runs); the product runs in `precision` (a name in dtypes.PRECISIONS) if
+    given, else in the matrices' own.
 
     TypeError or ValueError for operands NumPy would refuse or the kernels do not take, ValueError
     for a product too slow for this device (the simulator), and MemoryError when the device has no
