@@ -5,6 +5,8 @@ import pickle
 import signal
 import traceback
 
+import pytest
+
 NOBODY = 65534  # the unprivileged user and group of Debian and its kin
 
 
@@ -52,27 +54,41 @@ def where_permissions_bind(function, *arguments):
     """function(*arguments), run in a forked child for which a file's mode binds, and its result:
     under root, whom modes do not bind, the child becomes nobody (NOBODY, no other groups), so that
     what the test made is another user's; under any other user the child stays that user, whose own
-    file of mode 000 is unreadable to them too. The child imports nothing (nobody may not read the
-    interpreter's files): what `function` needs must be imported already."""
+    file of mode 000 is unreadable to them too. The test is skipped where root cannot become nobody
+    (no CAP_SETUID). The child imports nothing (nobody may not read the interpreter's files): what
+    `function` needs must be imported already."""
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: its result or its traceback through the pipe, then out without cleanup
-        os.close(read)
+    if pid == 0:  # the child: its outcome through the pipe, then out, whatever happens, never back into pytest
         try:
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setgid(NOBODY)
-                os.setuid(NOBODY)
-            outcome = (True, function(*arguments))
-        except BaseException:
-            outcome = (False, traceback.format_exc())
-        with os.fdopen(write, "wb") as pipe:
-            pickle.dump(outcome, pipe)
-        os._exit(0)
+            os.close(read)
+            try:
+                if os.geteuid() == 0:
+                    os.setgroups([])
+                    os.setgid(NOBODY)
+                    os.setuid(NOBODY)
+            except OSError as error:
+                outcome = ("skip", f"root cannot become user {NOBODY} here ({error.strerror})")
+            else:
+                try:
+                    outcome = ("ok", function(*arguments))
+                except BaseException:
+                    outcome = ("failed", traceback.format_exc())
+            try:
+                data = pickle.dumps(outcome)
+            except Exception:
+                data = pickle.dumps(("failed", traceback.format_exc()))
+            with os.fdopen(write, "wb") as pipe:
+                pipe.write(data)
+        finally:
+            os._exit(0)
     os.close(write)
     with os.fdopen(read, "rb") as pipe:
         data = pipe.read()
     os.waitpid(pid, 0)
-    passed, result = pickle.loads(data)
-    assert passed, f"in the child process:\n{result}"
+    assert data, "the child process wrote no outcome"
+    said, result = pickle.loads(data)
+    if said == "skip":
+        pytest.skip(result)
+    assert said == "ok", f"in the child process:\n{result}"
     return result
