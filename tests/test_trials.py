@@ -11,7 +11,7 @@ from tuner.config import Config
 from tuner.problem import Problem
 from tuner.runtime import open_runtime
 from tuner.search import Search
-from tuner.storage import KILLS_ITS_WORKER, MAX_RETRIES, SharedStorage
+from tuner.storage import KILLS_ITS_WORKER, MAX_RETRIES, SharedStorage, killers
 from tuner.trials import MEASURE, SPENT, Kind, answer, config_key, give_back, is_measured, passed, suggest
 
 A, B = {"block_m": 32}, {"block_m": 64}
@@ -185,7 +185,7 @@ def test_a_configuration_whose_measurement_killed_its_worker_each_time_is_not_qu
 
     def measuring():
         trial = study.ask()  # the oldest waiting trial: A, or its retry
-        trial.suggest_categorical("block_m", [32, 64])
+        assert trial.suggest_categorical("block_m", [32, 64]) == A["block_m"]
         first.sign(trial)
         assert first.claim(study, None, trial, config_key(A)) == MEASURE
         return trial
@@ -193,6 +193,8 @@ def test_a_configuration_whose_measurement_killed_its_worker_each_time_is_not_qu
     for _ in range(MAX_RETRIES + 1):
         assert first.enqueue(study, [A]) == [A]
         give_back(study, measuring())  # Ctrl-C
+    assert not killers(study)
+    assert first.enqueue(study, [A]) == [A]
     for _ in range(MAX_RETRIES + 1):
         measuring().set_user_attr("worker_started", "1")  # its process died: this pid is another's now
         first.recover(study)
