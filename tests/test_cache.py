@@ -486,13 +486,16 @@ def test_a_record_file_whose_name_holds_a_non_printing_character_is_named_withou
 
 def test_a_rewritten_record_keeps_the_mode_its_owner_gave_it(tmp_path):
     """A record its owner let others read (chmod a+r, in a shared cache) stays readable to them when a
-    search rewrites it; a new record is its writer's alone."""
+    search rewrites it, and to its owner whatever its mode was; a new record is its writer's alone."""
     path = cache.record_path(tmp_path, H100.slug, Problem(8, 8, 8).key)
     _write(path, 100.0, 0)
     assert path.stat().st_mode & 0o777 == 0o600
     path.chmod(0o644)
     _write(path, 200.0, 1)
     assert path.stat().st_mode & 0o777 == 0o644 and cache.read_record(path).best.measurement.gflops == 200.0
+    path.chmod(0o240)  # one its owner may not read: the rewrite gives it back to them
+    _write(path, 300.0, 2)
+    assert path.stat().st_mode & 0o777 == 0o640 and cache.read_record(path).best.measurement.gflops == 300.0
 
 
 @pytest.fixture

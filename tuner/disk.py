@@ -113,10 +113,10 @@ def scratch_folder(directory: Path):
 def write_atomically(path: Path, content: bytes, keep_mode: bool = False) -> None:
     """Replace `path` with `content` in one rename after an fsync, so that a reader sees the old file
     or the new one whole; the folder is fsynced after the rename, so that a power loss cannot undo it.
-    The file is created with mode 600 or, with `keep_mode`, the mode and (where allowed) the owner of
-    the file it replaces. On failure no temporary file is left. The caller holds the lock that every
-    writer of `path` takes, so the temporary files of writers killed before their rename are removed
-    first."""
+    The file is created with mode 600 or, with `keep_mode`, the mode (its owner's reading and writing
+    added) and, where allowed, the owner of the file it replaces. On failure no temporary file is
+    left. The caller holds the lock that every writer of `path` takes, so the temporary files of
+    writers killed before their rename are removed first."""
     remove_stale_temporaries(path)
     info = path.stat() if keep_mode else None
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
@@ -126,7 +126,7 @@ def write_atomically(path: Path, content: bytes, keep_mode: bool = False) -> Non
             file.flush()
             os.fsync(file.fileno())
         if info:
-            os.chmod(temporary, stat.S_IMODE(info.st_mode))
+            os.chmod(temporary, stat.S_IMODE(info.st_mode) | stat.S_IRUSR | stat.S_IWUSR)
             with contextlib.suppress(PermissionError):
                 os.chown(temporary, info.st_uid, info.st_gid)
         os.replace(temporary, path)
