@@ -522,7 +522,8 @@ def _listed(root) -> tuple[list[str], int, str]:
     return skipped, status, err.getvalue()
 
 
-@pytest.mark.parametrize("unreadable", ["file", "device folder", "records folder", "cache folder"])
+@pytest.mark.parametrize("unreadable", ["file", "device folder", "device folder it may list", "records folder",
+                                        "cache folder"])
 def test_records_another_user_may_not_read_are_named_with_who_can_open_them_not_passed_over_or_to_be_deleted(
         reachable, unreadable):
     """In a shared cache a record, or a folder of them, may be another user's (mode 600, 700): it
@@ -535,16 +536,18 @@ def test_records_another_user_may_not_read_are_named_with_who_can_open_them_not_
     for folder in (root, root / "records", path.parent):
         folder.chmod(0o755)
     assert _listed(root) == ([], 0, "")  # readable: and what the child runs is imported
-    blocked = {"file": path, "device folder": path.parent, "records folder": root / "records",
-               "cache folder": root}[unreadable]
-    blocked.chmod(0)
+    blocked = {"file": path, "device folder": path.parent, "device folder it may list": path.parent,
+               "records folder": root / "records", "cache folder": root}[unreadable]
+    blocked.chmod(0o744 if unreadable == "device folder it may list" else 0)
     skipped, status, err = where_permissions_bind(_listed, root)
     named = {"file": f"{path}: you may not read it", "device folder": f"{path.parent}/*.json: you may not read "
-             f"the folder {path.parent}", "records folder": f"{root / 'records'}/*/*.json: you may not read the "
+             f"the folder {path.parent}", "device folder it may list": f"{path}: you may not read the folder "
+             f"{path.parent}", "records folder": f"{root / 'records'}/*/*.json: you may not read the "
              f"folder {root / 'records'}", "cache folder": f"{root / 'records'}/*/*.json: you may not read the "
-             f"folder {root / 'records'}"}[unreadable]
+             f"folder {root}"}[unreadable]
     assert [reason.split(" (")[0] for reason in skipped] == [named], skipped
-    assert "its owner can let you (chmod a+r" in skipped[0] and "delete" not in skipped[0]
+    assert f"its owner can let you (chmod {'a+r' if unreadable == 'file' else 'a+rX'})" in skipped[0]
+    assert "delete" not in skipped[0]
     assert status == 0 and err == f"tuner: skipping {skipped[0]}\n"
 
 
@@ -557,3 +560,13 @@ def test_hidden_names_in_the_records_folder_are_not_records(tmp_path):
     (tmp_path / "records" / ".trash").mkdir()
     (tmp_path / "records" / ".trash" / path.name).write_text("{}")
     assert cache.record_paths(tmp_path) == [path]
+
+
+def test_a_folder_of_records_that_cannot_be_listed_for_another_reason_is_not_blamed_on_permissions(tmp_path):
+    """A loop of symbolic links where a device's folder should be is unreadable, said in one line,
+    not a folder its owner should chmod."""
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / "loop").symlink_to("loop")
+    [skipped] = [str(error) for error in cache.Catalog.read(tmp_path).skipped]
+    assert skipped.startswith(f"{tmp_path / 'records' / 'loop' / '*.json'}: unreadable (OSError: ") and \
+        "chmod" not in skipped, skipped

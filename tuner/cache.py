@@ -39,18 +39,22 @@ class NotReadable(CacheError):
     cache): nothing is wrong with it, and the message says who can open it up."""
 
 
-def _not_readable(path: Path, error: OSError, records: str = "") -> NotReadable:
+def _not_readable(path: Path, error: PermissionError, records: str = "") -> NotReadable:
     """NotReadable for the record file at `path`, or for the folder there that holds `records` (a
-    pattern of their files), which `error` refused this user; with its owner and mode where seen."""
+    pattern of their files), which `error` refused this user: naming the first folder on the way
+    that they may not enter, else `path` itself, with its owner and mode where seen."""
+    blocked = next((folder for folder in reversed(path.parents) if not os.access(folder, os.X_OK)), path)
     try:
-        info = os.stat(path)
+        info = os.stat(blocked)
         whose = f"; it belongs to {'you' if info.st_uid == os.geteuid() else f'user {info.st_uid}'}, mode " \
                 f"{stat.S_IMODE(info.st_mode):o}"
     except OSError:
         whose = ""
-    named, what, mode = (f"{path / records}", f"the folder {path}", "a+rX") if records else (path, "it", "a+r")
-    return NotReadable(f"{named}: you may not read {what} ({error.strerror or error}{whose}): its owner can let you "
-                       f"(chmod {mode}), or use a cache directory of your own (--cache-dir, TUNER_CACHE_DIR)")
+    file = blocked == path and not records
+    what, mode = ("it", "a+r") if file else (f"the folder {blocked}", "a+rX")
+    return NotReadable(f"{path / records if records else path}: you may not read {what} ({error.strerror or error}"
+                       f"{whose}): its owner can let you (chmod {mode}), or use a cache directory of your own "
+                       "(--cache-dir, TUNER_CACHE_DIR)")
 
 
 def cache_dir(override: str | os.PathLike | None = None, option: str = "--cache-dir ") -> Path:
@@ -142,17 +146,20 @@ def store(path: Path, new: record.Record) -> None:
 
 def record_paths(root: Path, unreadable: list | None = None) -> list[Path]:
     """Every record file under `root` (records/<device>/<name>.json, hidden names left out, as a
-    glob leaves them), in a stable order; a NotReadable for each folder there that this user may
-    not list is added to `unreadable` (if given), since its records go unseen."""
+    glob leaves them), in a stable order; a CacheError (NotReadable where this user may not) for
+    each folder there that cannot be listed is added to `unreadable` (if given), since its records
+    go unseen."""
     def listing(folder: Path, pattern: str) -> list[Path]:
         try:
             with os.scandir(folder) as entries:
                 return [Path(entry.path) for entry in entries if not entry.name.startswith(".")]
         except (FileNotFoundError, NotADirectoryError):  # no records yet; a file beside the folders
             return []
-        except OSError as error:
+        except OSError as error:  # a folder this user may not list, or that cannot be (a loop of links)
             if unreadable is not None:
-                unreadable.append(_not_readable(folder, error, pattern))
+                unreadable.append(_not_readable(folder, error, pattern) if isinstance(error, PermissionError) else
+                                  CacheError(f"{folder / pattern}: unreadable ({type(error).__name__}: "
+                                             f"{error.strerror or error})"))
             return []
 
     return sorted(path for folder in listing(root / "records", "*/*.json") for path in listing(folder, "*.json")
