@@ -92,3 +92,19 @@ def where_permissions_bind(function, *arguments):
         pytest.skip(result)
     assert said == "ok", f"in the child process:\n{result}"
     return result
+
+
+def died_measuring(search, config, times: int) -> None:
+    """Record in `search`'s study that `times` workers died measuring `config` (tuner.config), as the
+    trial of one killed mid-measurement is found and failed (then queued again, while retries are
+    left) by the next worker."""
+    from tuner.trials import MEASURE, config_key, suggest
+
+    search.study.enqueue_trial(config.as_dict())
+    for _ in range(times):
+        trial = search.study.ask()  # the configuration, or its retry
+        assert suggest(trial, search.space.domains()) == config.as_dict()
+        search.shared.sign(trial)
+        assert search.shared.claim(search.study, None, trial, config_key(config.as_dict())) == MEASURE
+        trial.set_user_attr("worker_started", "1")  # its process died: this pid is another's now
+        search.shared.recover(search.study)

@@ -3,10 +3,11 @@ import contextlib
 import dataclasses
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
-from processes import run_at_once
+from processes import died_measuring, run_at_once
 from records import H100, make_record
 
 import tuner
@@ -441,7 +442,7 @@ def test_a_regenerate_whose_queue_another_empties_before_its_ask_still_re_verifi
         return ask(*args, **kwargs)
 
     this.study.ask = ask_after_the_other
-    change = _regenerate_one(this, [cache.read_record(next(cache.record_paths(tmp_path)))], [], 2, 0, lambda line: None)
+    change = _regenerate_one(this, [cache.read_record(cache.record_paths(tmp_path)[0])], [], 2, 0, lambda line: None)
     assert change.action == "re-verified", change
 
 
@@ -594,3 +595,23 @@ def test_a_re_tune_below_another_studys_record_says_it_kept_it(tmp_path, capsys)
     assert _regenerate(tmp_path, "--trials", "1") == 0
     out = capsys.readouterr().out
     assert "float32-16x16x16: kept\n" in out and "no variant passed" not in out, out
+
+
+def test_a_configuration_that_killed_its_worker_each_time_is_re_verified_no_more_and_said_why(tmp_path, capsys):
+    """Measuring it would kill this run too: it is left out of the re-verification, which goes on
+    with the others, and its line says why, once (its queueing is not tried again and again)."""
+    from tuner.runtime import open_runtime
+    from tuner.search import Search
+    from tuner.storage import KILLS_ITS_WORKER, MAX_RETRIES
+
+    cache.write_record(cache.record_path(tmp_path, OLD_TEMPLATES.slug, PROBLEM.key),
+                       make_record(OLD_TEMPLATES, PROBLEM, [(SMALL, 2.0), (RUNNER_UP, 1.0)]))
+    died_measuring(Search(open_runtime(tuner.backends.CUDA, simulate=True), PROBLEM, root=tmp_path), RUNNER_UP,
+                   MAX_RETRIES + 1)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        assert _regenerate(tmp_path) == 0
+    out = capsys.readouterr().out
+    assert f"{RUNNER_UP.describe()}: was 1 GFLOP/s (simulated), not measured: {KILLS_ITS_WORKER}" in out
+    assert "float32-16x16x16: re-verified" in out and [entry.config for entry in _here(tmp_path).ranked] == [SMALL]
+    assert not [warning for warning in said if "not queued again" in str(warning.message)]

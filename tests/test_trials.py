@@ -5,6 +5,7 @@ import time
 
 import optuna
 import pytest
+from processes import died_measuring
 
 from tuner.backends import CUDA
 from tuner.config import Config
@@ -12,7 +13,7 @@ from tuner.problem import Problem
 from tuner.runtime import open_runtime
 from tuner.search import Search
 from tuner.storage import KILLS_ITS_WORKER, MAX_RETRIES, SharedStorage, killers
-from tuner.trials import MEASURE, SPENT, Kind, answer, config_key, give_back, is_measured, passed, suggest
+from tuner.trials import MEASURE, SPENT, Kind, answer, config_key, give_back, is_measured, passed
 
 A, B = {"block_m": 32}, {"block_m": 64}
 
@@ -210,16 +211,9 @@ def test_a_configuration_that_killed_its_worker_each_time_is_not_measured_when_t
     start its retries over and kill as many runs: it is told invalid, with why, and not measured."""
     runtime, problem, path = open_runtime(CUDA, simulate=True), Problem(16, 16, 16), tmp_path / "study.journal"
     first = Search(runtime, problem, root=tmp_path, storage=str(path), name="s")
-    killer = {**Config().as_dict(), "block_m": 16, "block_n": 16, "thread_m": 2, "thread_n": 2}
-    assert not first.space.violations(first.space.config_type(**killer))
-    first.study.enqueue_trial(killer)
-    for _ in range(MAX_RETRIES + 1):  # the variant and its retries each killed the measuring process
-        trial = first.study.ask()
-        suggest(trial, first.space.domains())
-        first.shared.sign(trial)
-        assert first.shared.claim(first.study, None, trial, config_key(killer)) == MEASURE
-        trial.set_user_attr("worker_started", "1")  # its process died: this pid is another's now
-        first.shared.recover(first.study)
+    killer = Config(block_m=16, block_n=16, thread_m=2, thread_n=2)
+    died_measuring(first, killer, MAX_RETRIES + 1)  # the variant and its retries each killed the measuring process
+    killer = killer.as_dict()
     second = Search(runtime, problem, root=tmp_path, storage=str(path), name="s")
     second.study.sampler = _FirstSuggesting(killer)
     assert second.run(trials=1, timeout=None, warm=False).measured == 1

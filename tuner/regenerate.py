@@ -30,7 +30,7 @@ from .record import Record, file_stem
 from .runtime import Runtime
 from .search import Search, study_name
 from .stopping import Terminated
-from .storage import open_storage
+from .storage import KILLS_ITS_WORKER, open_storage
 from .trials import measurement
 
 REGENERATING = "regenerating"  # the study attribute that marks a regeneration under way
@@ -187,7 +187,8 @@ def _reverify(search: Search, old: Record, workers: int) -> tuple[bool, list[str
         trial = search.measured(config)
         was = _gflops(entry.measurement.gflops, simulated)
         if trial is None:
-            details.append(f"{config.describe(space.backend)}: was {was}, not measured")
+            details.append(f"{config.describe(space.backend)}: was {was}, not measured"
+                           + (f": {KILLS_ITS_WORKER}" if search.kills(config) else ""))
             continue
         said = measurement(trial)
         if said["status"] == "ok":
@@ -220,9 +221,10 @@ def _measure_all(search: Search, configs: list, workers: int) -> None:
     processes, from the queue alone: no variant the sampler suggests. One that another process
     (a search, a regenerate) is measuring is queued too, to be answered from its measurement.
     Trials queued before them (by an interrupted run, a search's warm start) are served first,
-    so this goes on until none of `configs` is left."""
+    so this goes on until none of `configs` is left, but those that killed their worker each time
+    they were measured (Search.kills), which are never measured again."""
     for _ in range(len(configs) + search.queued()):
-        pending = [config for config in configs if search.measured(config) is None]
+        pending = [config for config in configs if search.measured(config) is None and not search.kills(config)]
         if not pending:
             return
         search.enqueue(pending, recorded=True, running_too=True)

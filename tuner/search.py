@@ -172,6 +172,11 @@ class Search:
         end = max(index for index, key in enumerate(waiting) if key in keys) + 1 if keys <= set(waiting) else None
         return sum(key not in keys for key in waiting[:end])
 
+    def kills(self, config: Tiling) -> bool:
+        """Whether measuring `config` killed its worker each time it was tried (storage.killers), so
+        that it is never measured again."""
+        return config_key(config.as_dict()) in self.killers
+
     def measured(self, config: Tiling):
         """The study's finished trial that measured `config`, if any: this worker's, or another's
         since this one opened the study."""
