@@ -262,6 +262,8 @@ BAD = {
     "mixed floats, the wider second": ((F32, F32.T.astype(np.float64)), {}, TypeError,
                                        r"A is float32 and B is float64; .* cast one, e.g. A as np.asarray\(A, "
                                        r"dtype=np.float64\)"),  # what np.matmul promotes to, not a lossy cast
+    "float32 with complex": ((F32, F32.T.astype(np.complex64)), {}, TypeError,
+                             r"^complex64 matrices are not supported on cuda"),  # no cast: it would drop a part
     "float16 with float32": ((F32.astype(np.float16), F32.T), {}, TypeError,
                              r"A is float16 and B is float32; .* e.g. A as np.asarray\(A, dtype=np.float32\)"),
     "out of the wrong shape": ((F32, F32.T), {"out": np.zeros((4, 3), np.float32)}, ValueError,

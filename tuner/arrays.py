@@ -155,8 +155,11 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     native = [np.dtype(array.dtype).newbyteorder("=") for array in (A, B)]
     family = family_for(len(A.shape), len(B.shape))
     sizes, c_shape = family.sizes(tuple(A.shape), tuple(B.shape))
+    for dtype in native:  # a complex matrix is refused as such: a cast to a real dtype would drop a part
+        if dtype.kind == "c":
+            _precision(runtime, dtype.name, None)
     if native[0] != native[1]:
-        # The wider of the dtypes tuner multiplies, as np.matmul would promote to: a cast that loses nothing
+        # The wider of the dtypes tuner multiplies, as np.matmul promotes two floats
         multiplied = [dtype for dtype in native if dtype.name in runtime.backend.dtypes]
         target = max(multiplied, key=lambda dtype: dtype.itemsize).name if multiplied else runtime.backend.dtypes[0]
         cast = "B" if native[0].name == target else "A"

@@ -307,9 +307,9 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, precision=None):
     comes back as NumPy; Numba device arrays and CUDA Array Interface exporters (CuPy, PyTorch) are
     used in place, and the result is of their kind. With `out`, the result is written there and
     `out` is returned; beta scales out's previous values and needs `out`. Records are read from
-    $TUNER_CACHE_DIR, else the user cache directory. Operands it cannot take are a one-line
-    TypeError or ValueError (a MemoryError where the device has no room for them), before anything
-    is launched.
+    $TUNER_CACHE_DIR, else the user cache directory, and from those shipped with tuner. Operands it
+    cannot take are a one-line TypeError or ValueError (a MemoryError where the device has no room
+    for them), before anything is launched.
     """
     library = _library(None, None)
     call = arrays.prepare(library.runtime, A, B, out, alpha, beta, precision)
