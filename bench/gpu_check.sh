@@ -24,8 +24,9 @@
 # Writes $OUT/PART.log (every command with its exit status and output) and $OUT/PART.tar.gz (the
 # cache, the studies and the JSON outputs); the sweep's JSON lines also as $OUT/sweep-*.jsonl.
 # SIMULATE=1 runs it all on Numba's CUDA simulator with tiny shapes: a dry run, times meaningless.
-# On the H100 (2026-11-23) the parts took 334 s (e2e), 206 s (compare), 424 s (tensor) and 507 s
-# (sweep, SWEEP_BUDGET=500), plus about a minute to start the machine for the first.
+# On the H100 (2026-11-23) the parts took 334 s (e2e), 206 s (compare, before its search with no compile
+# worker, about a minute more, was added), 424 s (tensor) and 507 s (sweep, SWEEP_BUDGET=500), plus
+# about a minute to start the machine for the first.
 set -uo pipefail
 part=${1:?usage: bench/gpu_check.sh e2e|compare|tensor|sweep OUTDIR}
 out=${2:?usage: bench/gpu_check.sh e2e|compare|tensor|sweep OUTDIR}
@@ -205,11 +206,12 @@ from tuner.storage import open_storage
 
 trials = [trial for journal in sorted((Path(os.environ["TUNER_CACHE_DIR"]) / "studies").glob("*.journal"))
           for summary in optuna.get_all_study_summaries(open_storage(str(journal)), include_best_trial=False)
-          for trial in optuna.load_study(study_name=summary.study_name, storage=open_storage(str(journal))).trials]
+          for trial in optuna.load_study(study_name=summary.study_name, storage=open_storage(str(journal))).trials
+          if trial.state == optuna.trial.TrialState.COMPLETE]
 counted = [trial for trial in trials if "ceiling" in trial.user_attrs]
 timed = [trial.user_attrs["seconds"]["compile_and_count"] for trial in counted
          if "compile_and_count" in trial.user_attrs.get("seconds", {})]
-print(f"no compile worker: {len(trials)} trials, {len(counted)} with a static ceiling, {len(timed)} of the measured "
+print(f"no compile worker: {len(trials)} completed trials, {len(counted)} with a static ceiling, {len(timed)} of the measured "
       f"with compile_and_count seconds ({', '.join(f'{seconds:.1f}' for seconds in timed)})")
 if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
     assert counted and timed, "no trial was counted, or none measured says how long its count took"
