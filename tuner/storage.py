@@ -52,7 +52,9 @@ WAIT_NOTICE_SECONDS = 60
 # Tries at opening a database whose schema other workers are creating at the same moment.
 SCHEMA_ATTEMPTS = 10
 
-_CREDENTIALS = re.compile(r"://([^:/@]*):([^@/]+)@")
+# A storage URL's password: after its user name (scheme://user:password@host), or a query parameter that
+# libpq takes (?password=..., ?sslpassword=...).
+_CREDENTIALS = re.compile(r"://[^:/@]*:([^@/]+)@|[?&](?:ssl)?password=([^&#]+)")
 
 
 def worker_name() -> str:
@@ -124,17 +126,17 @@ def killers(study: optuna.Study) -> set[str]:
     return {key for key, count in deaths.items() if count > MAX_RETRIES}
 
 
-def _password(url: str) -> str:
-    """The password in a storage URL (scheme://user:password@host/...), or ""."""
-    match = _CREDENTIALS.search(url)
-    return match.group(2) if match else ""
+def _passwords(url: str) -> list[str]:
+    """The passwords in a storage URL (_CREDENTIALS)."""
+    return [match.group(1) or match.group(2) for match in _CREDENTIALS.finditer(url)]
 
 
 def redacted(text: str, url: str | None = None) -> str:
     """`text` (a storage URL, or a message about the storage `url`) fit for a message, a record or
-    a log: the URL's password replaced by ***."""
-    password = _password(url if url is not None else text)
-    return text.replace(password, "***") if password else text
+    a log: the URL's passwords replaced by ***."""
+    for password in _passwords(url if url is not None else text):
+        text = text.replace(password, "***")
+    return text
 
 
 def open_storage(url: str, default: bool = False):
