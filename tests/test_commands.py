@@ -154,6 +154,36 @@ def test_a_database_in_memory_is_refused_before_anything_is_measured(tmp_path, c
     assert not list(tmp_path.rglob("*.json"))
 
 
+def test_a_database_failing_under_a_search_is_one_line_and_the_next_run_goes_on(tmp_path, capsys, monkeypatch):
+    """Another process holds the SQLite file locked past its busy timeout (0.1 s here) once the first
+    variant is measured: the search stops in one line, and a rerun finds the measurement kept."""
+    import sqlite3
+
+    from tuner import search
+
+    database = tmp_path / "study.db"
+    holder = sqlite3.connect(database, isolation_level=None)
+    measure = search.measure
+
+    def measure_then_lock(*args, **kwargs):
+        measured = measure(*args, **kwargs)
+        holder.execute("BEGIN EXCLUSIVE")
+        return measured
+
+    monkeypatch.setattr(search, "measure", measure_then_lock)
+    command = ["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "2", "--cache-dir", str(tmp_path),
+               "--storage", f"sqlite:///{database}?timeout=0.1", "--heartbeat", "1"]
+    assert main(command) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err == ("tuner search: error: the study's database failed: (sqlite3.OperationalError) database is locked; "
+                   "what it holds is kept: run the command again once it is free (no other process holding it "
+                   "locked, writable, its server up)")
+    holder.execute("ROLLBACK")
+    monkeypatch.setattr(search, "measure", measure)
+    assert main(command) == 0
+    assert "2 measured (its budget: 2)" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("storage, said", [
     ("sqlite:/tmp/x.db", "an SQLite URL is sqlite:////ABSOLUTE/PATH or sqlite:///RELATIVE/PATH"),
     ("sqlite://tmp/x.db", "an SQLite URL is sqlite:////ABSOLUTE/PATH or sqlite:///RELATIVE/PATH"),

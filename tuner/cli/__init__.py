@@ -75,7 +75,19 @@ def is_user_error(error: Exception) -> bool:
     from ..resources import CountUnavailable
     from ..runtime import RuntimeUnavailable
 
-    return isinstance(error, (ValueError, OSError, ImportError, RuntimeUnavailable, CountUnavailable))
+    return isinstance(error, (ValueError, OSError, ImportError, RuntimeUnavailable, CountUnavailable)) or \
+        _database_failure(error) is not None
+
+
+def _database_failure(error: Exception):
+    """SQLAlchemy's OperationalError behind `error`, a study database failing under a command (a
+    lock held too long by another process, a read-only file, a server gone), raised as it is or
+    wrapped in Optuna's StorageInternalError; else None."""
+    from optuna.exceptions import StorageInternalError
+    from sqlalchemy.exc import OperationalError
+
+    cause = error.__cause__ if isinstance(error, StorageInternalError) else error
+    return cause if isinstance(cause, OperationalError) else None
 
 
 def explain(error: Exception) -> str:
@@ -87,6 +99,10 @@ def explain(error: Exception) -> str:
                 "leaves; run the command again, which moves the torn bytes aside")
     if isinstance(error, ImportError):
         return f"{error} (install tuner with its backend's extra: pip install -e '.[cuda]', or '.[roc]')"
+    failure = _database_failure(error)
+    if failure is not None:
+        return (f"the study's database failed: {str(failure).strip().splitlines()[0]}; what it holds is kept: run "
+                "the command again once it is free (no other process holding it locked, writable, its server up)")
     if isinstance(error, OSError) and not isinstance(error, UnsafeKernelDirectory):  # whose message says it
         return f"{error} (check --cache-dir, TUNER_CACHE_DIR, TUNER_KERNEL_DIR and disk space)"
     text = str(error).strip()
