@@ -154,6 +154,32 @@ def test_a_database_in_memory_is_refused_before_anything_is_measured(tmp_path, c
     assert not list(tmp_path.rglob("*.json"))
 
 
+@pytest.mark.parametrize("case, said", [
+    ("missing folder", "its directory {folder} does not exist; create it, or give a database path in an existing "
+                       "directory"),
+    ("read-only folder", "this user may not write in its directory {folder}, where SQLite and the workers keep their "
+                         "lock files; make it writable, or give a database path in a folder you can write"),
+    ("read-only file", "{database} is read-only for this user; make it writable (chmod u+w), or give another "
+                       "database")])
+def test_an_sqlite_database_a_search_cannot_write_is_refused_in_one_line(tmp_path, capsys, monkeypatch, case, said):
+    """Where SQLite would fail to open it, a write would fail with a traceback, or its claim lock could not be
+    made; permissions are faked, which root does not meet."""
+    folder = tmp_path / ("missing" if case == "missing folder" else "studies")
+    database = folder / "study.db"
+    if case != "missing folder":
+        folder.mkdir()
+        database.touch()
+        access = os.access
+        denied = folder if case == "read-only folder" else database
+        monkeypatch.setattr(os, "access", lambda path, mode, **kw: path != denied and access(path, mode, **kw))
+    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir", str(tmp_path),
+                 "--storage", f"sqlite:///{database}"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"tuner search: error: --storage 'sqlite:///{database}': "
+                   f"{said.format(folder=folder, database=database)}\n"), err
+    assert database.exists() == (case != "missing folder") and not list(tmp_path.rglob("*.lock"))
+
+
 def test_a_database_failing_under_a_search_is_one_line_and_the_next_run_goes_on(tmp_path, capsys, monkeypatch):
     """Another process holds the SQLite file locked past its busy timeout (0.1 s here) once the first
     variant is measured: the search stops in one line, and a rerun finds the measurement kept."""

@@ -33,7 +33,8 @@ from .sampler import make_sampler
 from .schema import MAX_TEXT
 from .space import Space
 from .stopping import Terminated, raise_if_stopping, shielded
-from .storage import HEARTBEAT_SECONDS, KILLS_ITS_WORKER, SharedStorage, killers, redacted, worker_name
+from .storage import (HEARTBEAT_SECONDS, KILLS_ITS_WORKER, SharedStorage, check_database_file, killers, redacted,
+                      worker_name)
 from .study_record import answers, build_record, say_unknown_kinds, warm_start_configs
 from .trials import (MAX_UNMEASURED_IN_A_ROW, RECORDED, STARTED, Kind, answer, config_key, give_back, is_measured,
                      is_told, passed, suggest)
@@ -89,6 +90,8 @@ class Search:
         visible = runtime.backend.visible_devices
         journal = root / "studies" / f"{runtime.device.slug}.journal"
         self.where = redacted(storage) if storage else str(journal)  # the storage, for messages
+        if storage:
+            check_database_file(storage)
         self.shared = SharedStorage(storage, journal, heartbeat,
                                     f"{visible}={os.environ[visible]}" if visible in os.environ else "")
         self.study = optuna.create_study(

@@ -139,6 +139,32 @@ def redacted(text: str, url: str | None = None) -> str:
     return text
 
 
+def check_database_file(url: str) -> None:
+    """Refuse, with what to do, the SQLite database of a worker's storage `url` that it could not
+    write: one in a missing folder, or in one this user may not write (SQLite keeps its rollback
+    journal beside the file, and the workers their claim lock), or a read-only file. Other storages pass."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url) if "://" in url else None
+    except ArgumentError:
+        return  # opening it says what is wrong
+    if parsed is None or parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return
+    path, label = Path(parsed.database), f"--storage {redacted(url)!r}"
+    if not path.parent.is_dir():
+        raise ValueError(f"{label}: its directory {path.parent} does not exist; create it, or give a database path "
+                         "in an existing directory")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{label}: this user may not write in its directory {path.parent}, where SQLite and the "
+                         "workers keep their lock files; make it writable, or give a database path in a folder you can "
+                         "write")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f"{label}: {path} is read-only for this user; make it writable (chmod u+w), or give another "
+                         "database")
+
+
 def open_storage(url: str, default: bool = False):
     """The storage at `url` (any Optuna URL, or a journal file path; `default`: a device's journal,
     which the user did not name), opened as workers open it; a
