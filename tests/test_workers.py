@@ -348,6 +348,27 @@ def test_workers_opening_a_new_postgresql_database_at_once_all_get_the_study(pos
     assert [opener.returncode for opener in openers] == [0] * 6, "\n".join(errors)
 
 
+def test_a_worker_that_loses_the_race_to_create_a_new_sqlite_database_tries_again(tmp_path, monkeypatch):
+    # Another worker creates Optuna's tables between this one's look for them and its CREATE TABLE,
+    # which SQLite refuses (table ... already exists), as two searches started together on a new file do.
+    from optuna.storages._rdb import models
+
+    from tuner.storage import SharedStorage
+
+    create_all, raced = models.BaseModel.metadata.create_all, []
+
+    def racing(engine, **options):
+        if not raced:
+            raced.append(engine)
+            create_all(engine)  # the other worker's
+            create_all(engine, checkfirst=False)  # this one's, having looked before
+        create_all(engine, **options)
+
+    monkeypatch.setattr(models.BaseModel.metadata, "create_all", racing)
+    shared = SharedStorage(f"sqlite:///{tmp_path / 'study.db'}", tmp_path / "unused.journal")
+    assert raced and optuna.create_study(storage=shared.storage, study_name="s").study_name == "s"
+
+
 def _workers_of(root) -> list[int]:
     """The pids of the `tuner search` processes working on the cache `root`, --devices parents aside."""
     return running_with(str(root), "search", without="--devices")

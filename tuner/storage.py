@@ -202,8 +202,9 @@ def _journal_storage(path: Path, lock, default: bool = False) -> optuna.storages
 def _rdb_storage(url: str, heartbeat: int) -> optuna.storages.RDBStorage:
     """Optuna's RDBStorage with heartbeats. Opening one creates Optuna's schema in a new database,
     and workers started together race to do so (PostgreSQL then refuses all but one with a
-    duplicate key): the losers try again, and find the schema made."""
-    from sqlalchemy.exc import IntegrityError, ProgrammingError
+    duplicate key, SQLite with a table that already exists): the losers try again, and find the
+    schema made."""
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
     for attempt in range(SCHEMA_ATTEMPTS):
         try:
@@ -212,8 +213,9 @@ def _rdb_storage(url: str, heartbeat: int) -> optuna.storages.RDBStorage:
                 return optuna.storages.RDBStorage(
                     url, heartbeat_interval=heartbeat, grace_period=GRACE_INTERVALS * heartbeat,
                     heartbeat_stale_trial_callback=retry)
-        except (IntegrityError, ProgrammingError):
-            if attempt == SCHEMA_ATTEMPTS - 1:
+        except (IntegrityError, ProgrammingError, OperationalError) as error:
+            raced = not isinstance(error, OperationalError) or "already exists" in str(error.orig)
+            if not raced or attempt == SCHEMA_ATTEMPTS - 1:
                 raise
             time.sleep(random.uniform(0.05, 0.5))
 
