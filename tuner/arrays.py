@@ -4,6 +4,7 @@ Host operands (NumPy arrays, or anything `numpy.asarray` takes) are copied to th
 result is copied back. Device operands (Numba device arrays, and on CUDA any object exporting
 `__cuda_array_interface__`, such as CuPy arrays and PyTorch tensors) are used in place.
 """
+import functools
 import math
 import numbers
 from dataclasses import dataclass
@@ -246,8 +247,16 @@ def _representable(scalar, accumulate) -> bool:
         return False
     if math.isinf(value) and scalar != value:  # a wider float (np.longdouble) beyond every float64
         return False
-    with np.errstate(over="ignore"):
-        return not np.isfinite(value) or bool(np.isfinite(accumulate(value)))
+    if not math.isfinite(value) or abs(value) <= _largest(accumulate):  # the common case, without NumPy's cast
+        return True
+    with np.errstate(over="ignore"):  # beyond the largest, a value may still round down to it
+        return bool(np.isfinite(accumulate(value)))
+
+
+@functools.cache
+def _largest(accumulate) -> float:
+    """The largest finite value of the float type `accumulate`."""
+    return float(np.finfo(accumulate).max)
 
 
 def _check_out(runtime: Runtime, out, shape: tuple[int, ...], dtype: np.dtype):
@@ -289,11 +298,12 @@ def may_share_memory(first, second) -> bool:
 
 
 def _span(array) -> tuple[int, int]:
-    """The byte addresses [first, last) a device array touches."""
+    """The byte addresses [first, last) a device array of at least one element touches."""
     interface = getattr(array, "__cuda_array_interface__", None) or array.__array_interface__
     start, itemsize = interface["data"][0], np.dtype(interface["typestr"]).itemsize
-    shape = interface["shape"]
-    strides = interface.get("strides") or tuple(itemsize * int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+    shape, strides = interface["shape"], interface.get("strides")
+    if not strides:  # C-contiguous: one run of bytes
+        return start, start + math.prod(shape) * itemsize
     low = start + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
     high = start + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides)) + itemsize
     return low, high
