@@ -277,6 +277,21 @@ def test_with_a_cache_dir_given_the_commands_the_warnings_suggest_name_it(cache_
         tuner.get_kernel(8, 8, 8, cache_dir=other)
 
 
+def test_a_cache_directory_set_between_calls_is_read_at_the_next_call(cache_dir, tmp_path, monkeypatch):
+    """The cache directory of $TUNER_CACHE_DIR is worked out once per value of it and of $HOME (which
+    a leading ~ names): a call after either changes reads the directory they name now."""
+    monkeypatch.setenv("HOME", str(tmp_path / "first"))
+    monkeypatch.setenv("TUNER_CACHE_DIR", "~/cache")
+    tuned_here = _store(tmp_path / "second" / "cache", HERE, Problem(16, 16, 16), [(SMALL, 2.0)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tuner.UntunedWarning)
+        assert not tuner.get_kernel(16, 16, 16).tuned
+        monkeypatch.setenv("HOME", str(tmp_path / "second"))
+        assert tuner.get_kernel(16, 16, 16).record == tuned_here
+        monkeypatch.setenv("TUNER_CACHE_DIR", str(cache_dir))
+        assert not tuner.get_kernel(16, 16, 16).tuned
+
+
 def test_get_kernel_names_its_own_cache_dir_argument_in_errors(tmp_path):
     with pytest.raises(TypeError, match="cache_dir= must be a path, not int"):
         tuner.get_kernel(4, 4, 4, cache_dir=5)

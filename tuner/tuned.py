@@ -10,6 +10,7 @@ another GPU model is never used. With nothing tuned for this model, a default co
 after one warning that names the command to tune it.
 """
 import numbers
+import os
 import shlex
 import threading
 import warnings
@@ -213,6 +214,7 @@ _lock = threading.Lock()
 _runtimes: dict[str | None, Runtime] = {}  # backend asked for -> the runtime first opened for it
 _on_device: dict[tuple[str, int | None], Runtime] = {}  # (backend, device id) -> the runtime of that device
 _libraries: dict[tuple[tuple[str, int | None], Path], Library] = {}  # (device key, cache root) -> its records
+_roots: dict[tuple[str | None, str | None], Path] = {}  # ($TUNER_CACHE_DIR, $HOME) -> the cache root they name
 
 
 def _device_id(runtime: Runtime) -> int | None:
@@ -240,9 +242,18 @@ def _runtime(backend: str | None) -> tuple[tuple[str, int | None], Runtime]:
 
 
 def _library(backend: str | None, cache_dir) -> Library:
+    """The records of `backend`'s current device under `cache_dir`, else under $TUNER_CACHE_DIR (or
+    the user's cache directory): that directory is worked out and checked once per value of the
+    variable (and of $HOME, which a leading ~ names), not at each call of tuner.matmul."""
     with _lock:
         key, runtime = _runtime(backend)
-        root = cache.cache_dir(cache_dir, option="cache_dir=")
+        if cache_dir is None:
+            setting = os.environ.get("TUNER_CACHE_DIR"), os.environ.get("HOME")
+            if setting not in _roots:
+                _roots[setting] = cache.cache_dir()
+            root = _roots[setting]
+        else:
+            root = cache.cache_dir(cache_dir, option="cache_dir=")
         if (key, root) not in _libraries:
             _libraries[key, root] = Library.load(runtime, root, named=cache_dir is not None)
         return _libraries[key, root]
@@ -253,6 +264,7 @@ def reload() -> None:
     search in this process, say)."""
     with _lock:
         _libraries.clear()
+        _roots.clear()
 
 
 def get_kernel(m: int, n: int, k: int, dtype: str = "float32", *, backend: str | None = None,
