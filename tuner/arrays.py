@@ -190,7 +190,8 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     device_out = C if C is not None and is_device(C) else None
     copied = False
     if given:
-        A, B = (_to_device(runtime, array, device_out) for array in given)
+        shared = sharing(device_out, *given) if device_out is not None else (False, False)  # a host one's unused
+        A, B = (_to_device(runtime, array, shares) for array, shares in zip(given, shared))
         copied = A is not given[0] or B is not given[1]
     if device_out is not None:
         C = device_out
@@ -272,14 +273,14 @@ def _check_out(runtime: Runtime, out, shape: tuple[int, ...], dtype: np.dtype):
     return matrix
 
 
-def _to_device(runtime: Runtime, array, out):
+def _to_device(runtime: Runtime, array, shares_out: bool):
     """A device copy of a host operand (contiguous, native byte order); a device operand as is,
-    or copied if it may share memory with `out` (the kernel would read what it overwrites;
-    NumPy gives the right product there, so must we). That copy goes through the host, since
-    Numba copies between device arrays only of one layout; it is the rare case."""
+    or copied if it `shares_out`, may share memory with the result (the kernel would read what it
+    overwrites; NumPy gives the right product there, so must we). That copy goes through the host,
+    since Numba copies between device arrays only of one layout; it is the rare case."""
     if not is_device(array):
         return runtime.module.to_device(np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("=")))
-    if out is not None and may_share_memory(array, out):
+    if shares_out:
         host = array.copy_to_host()
         if getattr(array, "stream", 0):  # the copy went on the array's own stream, not waited for
             array.stream.synchronize()
@@ -287,14 +288,15 @@ def _to_device(runtime: Runtime, array, out):
     return array
 
 
-def may_share_memory(first, second) -> bool:
-    """Whether the byte ranges two device arrays span overlap (a bound: strided views that
-    interleave count as overlapping). The simulator's device arrays live in host memory and
+def sharing(out, *arrays) -> list[bool]:
+    """Whether each of the device `arrays` may share memory with the device array `out`: whether
+    the byte ranges they span overlap (a bound: strided views that interleave count as
+    overlapping), out's worked out once. The simulator's device arrays live in host memory and
     export NumPy's array interface instead of CUDA's."""
-    if 0 in first.shape or 0 in second.shape:
-        return False
-    (a, b), (c, d) = _span(first), _span(second)
-    return a < d and c < b
+    if 0 in out.shape:
+        return [False] * len(arrays)
+    low, high = _span(out)
+    return [0 not in array.shape and (span := _span(array))[0] < high and low < span[1] for array in arrays]
 
 
 def _span(array) -> tuple[int, int]:

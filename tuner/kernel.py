@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from . import cache, disk, simulator
-from .arrays import may_share_memory, scalar
+from .arrays import scalar, sharing
 from .config import Tiling
 from .source import render
 from .space import Space
@@ -385,8 +385,8 @@ class Kernel:
             c_shape = None
         if c_shape != tuple(C.shape):
             raise ValueError(f"shapes do not chain: A {A.shape} @ B {B.shape} -> C {C.shape}")
-        for name, array in (("A", A), ("B", B)):
-            if may_share_memory(array, C):
+        for name, shares in zip("AB", sharing(C, A, B)):
+            if shares:
                 raise ValueError(f"C shares memory with {name}, which the kernel would overwrite while reading it; "
                                  f"pass a separate C (tuner.matmul copies such an operand itself)")
 
