@@ -17,6 +17,10 @@ from .problem import Problem
 from .runtime import Runtime
 
 
+# The dtypes tuner multiplies, by name: NumPy works out dtype.name in Python at each ask.
+_NAMES = {np.dtype(precision.input): precision.input for precision in PRECISIONS.values()}
+
+
 def is_device(array) -> bool:
     """Whether `array` lives on the device: a Numba device array or a CUDA Array Interface exporter."""
     if isinstance(array, np.ndarray):
@@ -166,7 +170,7 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
         cast = "B" if native[0].name == target else "A"
         raise TypeError(f"A is {native[0]} and B is {native[1]}; tuner.matmul does not mix dtypes: "
                         f"cast one, e.g. {cast} as np.asarray({cast}, dtype=np.{target})")
-    dtype = _precision(runtime, native[0].name, precision)
+    dtype = _precision(runtime, _NAMES.get(native[0]) or native[0].name, precision)
     accumulate = np.dtype(PRECISIONS[dtype].accumulate).type
     wider = "" if accumulate is np.float64 else ", or use float64 matrices"
     alpha, beta = scalar("alpha", alpha, accumulate, wider), scalar("beta", beta, accumulate, wider)
@@ -220,6 +224,8 @@ def scalar(name: str, value, accumulate: type, wider: str = ""):
 def _real(name: str, scalar):
     """`scalar` if it is a real number as NumPy takes one (a Python or NumPy number or bool, or a
     0-d array of one), as a scalar; TypeError otherwise."""
+    if type(scalar) in (float, int):  # the common case, without the abstract base class's check
+        return scalar
     if isinstance(scalar, (np.ndarray, np.generic)) and scalar.ndim == 0 and scalar.dtype.kind in "biuf":
         return scalar[()]
     if not isinstance(scalar, numbers.Real):

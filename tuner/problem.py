@@ -4,6 +4,7 @@ What generic code asks of a problem, whatever its kernel family: its `key` (whic
 records and studies), its work and memory, its operands' shapes, the distance to another shape
 of its family, and its fields as a record stores them.
 """
+import functools
 import math
 from dataclasses import asdict, dataclass, fields
 
@@ -34,6 +35,7 @@ class Problem:
         _positive(self, self.dimensions())
 
     @classmethod
+    @functools.cache  # asked at each Problem's construction, one a tuner.matmul call
     def dimensions(cls) -> tuple[str, ...]:
         """The names of its sizes, as a record stores them."""
         return tuple(field.name for field in fields(cls) if field.name != "dtype")

@@ -141,9 +141,10 @@ class Library:
 
     def kernel(self, problem: Problem) -> TunedKernel:
         """The compiled kernel for `problem`: tuned for the nearest shape, or the default."""
-        if problem in self.chosen:
+        tuned = self.chosen.get(problem)
+        if tuned is not None:
             self.chosen.move_to_end(problem)
-            return self.chosen[problem]
+            return tuned
         space = Space.of(self.runtime.backend, problem.dtype, problem.family)
         choice = self._choose(space, problem)
         if choice is None:
