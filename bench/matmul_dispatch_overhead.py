@@ -8,12 +8,15 @@ What runs is everything tuner does around a launch: the current device and its r
 (Library.kernel), the bound launch with its grid (Kernel.bind) and the result (Call.result), and
 the simulator's configuration of the launch. The launch itself (FakeCUDAKernel.__call__, the
 lowest level, where the simulator would run the kernel's threads) returns at once. Each way is
-timed on 64x64 float32 simulator device arrays (a 4x32x32 stack for the batched family): the
-best of 3 loops of --calls calls, per call.
+timed on 64x64 float32 simulator device arrays (a 4x32x32 stack for the batched family), and
+once on stand-ins for numba-cuda's device arrays (_NumbaLike): the best of 3 loops of --calls
+calls, per call.
 
 On the simulator some steps cost differently than on a GPU: its device arrays are NumPy arrays
-behind a Python wrapper (attribute access is dearer), the current device is not asked of a driver,
-and the driver's launch (some 50 us on an H100, bench/results/h100/matmul_on_gpu.json) is absent.
+behind a Python wrapper (attribute access is dearer; the stand-ins are not), the current device is
+not asked of a driver, the launch is configured by the simulator, not by numba-cuda, and the
+driver's launch (some 50 us on an H100 with numba-cuda's dispatch, the bare launch of
+bench/results/h100/matmul_on_gpu.json) is absent.
 
 With --against TREE (a checkout of another commit, its tuner/templates present), each round runs
 one child process per tree, alternating, so that both see the same load; the medians over rounds
@@ -49,6 +52,27 @@ def _stub_the_launch() -> None:
     kernel.FakeCUDAKernel.__call__ = no_launch
 
 
+class _NumbaLike:
+    """A stand-in for a numba-cuda device array over host memory, as tuner.matmul reads one: plain
+    attributes, and the CUDA Array Interface built at each ask, as numba-cuda's property builds it
+    (the simulator's arrays forward each attribute to a NumPy array, and export NumPy's interface).
+    The stubbed launch never reads it."""
+
+    def __init__(self, host):
+        self._host = host
+        self.shape, self.strides, self.dtype, self.size, self.ndim = (host.shape, host.strides, host.dtype,
+                                                                       host.size, host.ndim)
+        self.stream = 0
+
+    def copy_to_host(self):
+        return self._host.copy()
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "strides": None if self._host.flags.c_contiguous else self.strides,
+                "data": (self._host.ctypes.data, False), "typestr": self.dtype.str, "stream": None, "version": 3}
+
+
 def _measure(calls: int) -> dict:
     """Per-call seconds of each way of launching, in this process (a child)."""
     import warnings
@@ -64,6 +88,7 @@ def _measure(calls: int) -> dict:
     C = cuda.device_array((64, 64), np.float32)
     stack_A, stack_B = (cuda.to_device(np.ones((4, 32, 32), np.float32)) for _ in range(2))
     stack_C = cuda.device_array((4, 32, 32), np.float32)
+    like_A, like_B, like_C = (_NumbaLike(np.ones((64, 64), np.float32)) for _ in range(3))
     kernel = tuner.get_kernel(64, 64, 64, "float32")
     bare = kernel.kernel.bind(A, B, C)
     ways = {"bare launch (Kernel.bind)": bare,
@@ -71,7 +96,8 @@ def _measure(calls: int) -> dict:
             "tuner.matmul, out given": lambda: tuner.matmul(A, B, out=C),
             "tuner.matmul, new result": lambda: tuner.matmul(A, B),
             "tuner.matmul, alpha and beta": lambda: tuner.matmul(A, B, out=C, alpha=2.0, beta=0.5),
-            "tuner.matmul, a stack, out given": lambda: tuner.matmul(stack_A, stack_B, out=stack_C)}
+            "tuner.matmul, a stack, out given": lambda: tuner.matmul(stack_A, stack_B, out=stack_C),
+            "tuner.matmul, out given, numba-cuda-like arrays": lambda: tuner.matmul(like_A, like_B, out=like_C)}
     seconds = {}
     for name, launch in ways.items():
         launch()
