@@ -194,7 +194,8 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     device_out = C if C is not None and is_device(C) else None
     copied = False
     if given:
-        shared = sharing(device_out, *given) if device_out is not None else (False, False)  # a host one's unused
+        # A host operand's entry goes unused: it is copied anyway.
+        shared = sharing(device_out, *given) if device_out is not None else (False, False)
         A, B = (_to_device(runtime, array, shares) for array, shares in zip(given, shared))
         copied = A is not given[0] or B is not given[1]
     if device_out is not None:
