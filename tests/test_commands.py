@@ -180,6 +180,21 @@ def test_an_sqlite_database_a_search_cannot_write_is_refused_in_one_line(tmp_pat
     assert database.exists() == (case != "missing folder") and not list(tmp_path.rglob("*.lock"))
 
 
+@pytest.mark.parametrize("command", ["search", "report"])
+@pytest.mark.parametrize("given", ["--storage", "TUNER_STORAGE"])
+def test_a_storage_that_cannot_be_opened_is_named_as_the_user_gave_it(tmp_path, capsys, monkeypatch, command, given):
+    """One from $TUNER_STORAGE is not called --storage, which the command line did not hold."""
+    storage = f"sqlite:///{tmp_path / 'missing' / 'study.db'}" if command == "search" else str(tmp_path / "missing")
+    monkeypatch.setenv("TUNER_STORAGE", storage if given == "TUNER_STORAGE" else "")
+    options = ["--backend", "cuda", "--simulate", *SMALL, "--trials", "1"] if command == "search" else [
+        "--out", str(tmp_path / "report")]
+    assert main([command, *options, "--cache-dir", str(tmp_path),
+                 *(["--storage", storage] if given == "--storage" else [])]) == 2
+    err = capsys.readouterr().err
+    named = f"TUNER_STORAGE={storage!r}" if given == "TUNER_STORAGE" else f"--storage {storage!r}"
+    assert err.startswith(f"tuner {command}: error: {named}") and err.count("\n") == 1, err
+
+
 def test_a_database_failing_under_a_search_is_one_line_and_the_next_run_goes_on(tmp_path, capsys, monkeypatch):
     """Another process holds the SQLite file locked past its busy timeout (0.1 s here) once the first
     variant is measured: the search stops in one line, and a rerun finds the measurement kept."""

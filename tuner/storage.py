@@ -139,6 +139,24 @@ def redacted(text: str, url: str | None = None) -> str:
     return text
 
 
+class StorageError(ValueError):
+    """A storage the user named that cannot be used. The message names it as the command line's
+    --storage URL; `named` names it as TUNER_STORAGE=URL where it came from that variable."""
+
+    def __init__(self, url: str, problem: str):
+        """`problem`: what the message says after the storage's name."""
+        super().__init__(url, problem)
+        self.url, self.problem = url, problem
+
+    def named(self, from_environment: bool = False) -> str:
+        """The message, the storage named as the user gave it, its passwords redacted."""
+        given = "TUNER_STORAGE=" if from_environment else "--storage "
+        return f"{given}{redacted(self.url)!r}{redacted(self.problem, self.url)}"
+
+    def __str__(self) -> str:
+        return self.named()
+
+
 def check_database_file(url: str) -> None:
     """Refuse, with what to do, the SQLite database of a worker's storage `url` that it could not
     write: one in a missing folder, or in one this user may not write (SQLite keeps its rollback
@@ -152,17 +170,17 @@ def check_database_file(url: str) -> None:
         return  # opening it says what is wrong
     if parsed is None or parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return
-    path, label = Path(parsed.database), f"--storage {redacted(url)!r}"
+    path = Path(parsed.database)
     if not path.parent.is_dir():
-        raise ValueError(f"{label}: its directory {path.parent} does not exist; create it, or give a database path "
-                         "in an existing directory")
+        raise StorageError(url, f": its directory {path.parent} does not exist; create it, or give a database path "
+                           "in an existing directory")
     if not os.access(path.parent, os.W_OK | os.X_OK):
-        raise ValueError(f"{label}: this user may not write in its directory {path.parent}, where SQLite and the "
-                         "workers keep their lock files; make it writable, or give a database path in a folder you can "
-                         "write")
+        raise StorageError(url, f": this user may not write in its directory {path.parent}, where SQLite and the "
+                           "workers keep their lock files; make it writable, or give a database path in a folder you "
+                           "can write")
     if path.exists() and not os.access(path, os.W_OK):
-        raise ValueError(f"{label}: {path} is read-only for this user; make it writable (chmod u+w), or give another "
-                         "database")
+        raise StorageError(url, f": {path} is read-only for this user; make it writable (chmod u+w), or give "
+                           "another database")
 
 
 def open_storage(url: str, default: bool = False):
@@ -246,18 +264,18 @@ class SharedStorage:
         try:
             storage = _rdb_storage(url, heartbeat)
         except ImportError as error:
-            raise ValueError(f"--storage {redacted(url)!r} needs a database driver that is not installed "
-                             f"({error.__cause__ or error}); for PostgreSQL: pip install -e '.[postgres]'") from None
+            raise StorageError(url, f" needs a database driver that is not installed ({error.__cause__ or error}); "
+                               "for PostgreSQL: pip install -e '.[postgres]'") from None
         except Exception as error:  # SQLAlchemy's errors for a bad URL or an unreachable server
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise ValueError(f"--storage {redacted(url)!r} cannot be opened: {redacted(reason, url)}; check the URL, "
-                             "the server and the credentials") from None
+            raise StorageError(url, f" cannot be opened: {reason}; check the URL, the server and the credentials"
+                               ) from None
         dialect, database = storage.engine.dialect.name, storage.engine.url.database
         in_memory = database in (None, "", ":memory:") or storage.engine.url.query.get("mode") == "memory"
         if dialect == "sqlite" and in_memory:
             storage.engine.dispose()
-            raise ValueError(f"--storage {redacted(url)!r} is a database in memory, and what a search measures there "
-                             "is lost when it ends; give a file (sqlite:///PATH), or leave --storage out")
+            raise StorageError(url, " is a database in memory, and what a search measures there is lost when it ends; "
+                               "give a file (sqlite:///PATH), or no storage for the default journal")
         self.heartbeat = heartbeat
         # Optuna warns at every ask that heartbeats are meant for Study.optimize: this worker records them itself.
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")

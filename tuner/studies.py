@@ -17,7 +17,7 @@ from .journal import NotAJournal
 from .record import Record
 from .simulator import CLOCK as SIMULATED
 from .space import SEED
-from .storage import open_storage, redacted
+from .storage import StorageError, open_storage, redacted
 from .study_record import answers, say_unknown_kinds
 from .trials import Kind, is_told, kind, measurement, passed
 
@@ -86,12 +86,12 @@ def find_study(root: Path, storage: str | None, name: str | None) -> tuple[optun
     and the names of the other studies found."""
     if storage:
         if "://" not in storage and not Path(storage).is_file():
-            raise ValueError(f"--storage {storage!r} is not a file; pass a journal file or an Optuna storage URL")
+            raise StorageError(storage, " is not a file; pass a journal file or an Optuna storage URL")
         scheme, _, rest = storage.partition(":///")
         database = rest.partition("?")[0] if scheme.partition("+")[0] == "sqlite" else ""
         if database and database != ":memory:" and not Path(database).is_file():  # SQLite would create an empty one
-            raise ValueError(f"--storage {storage!r}: there is no database file {database}; pass the URL of the "
-                             "one the search wrote")
+            raise StorageError(storage, f": there is no database file {database}; pass the URL of the one the "
+                               "search wrote")
         storages = {redacted(storage): open_storage(storage)}
         where = redacted(storage)
     else:

@@ -90,15 +90,19 @@ def _database_failure(error: Exception):
     return cause if isinstance(cause, OperationalError) else None
 
 
-def explain(error: Exception) -> str:
-    """The one line for a user error, with what to do where the error does not say it."""
+def explain(error: Exception, storage_from_environment: bool = False) -> str:
+    """The one line for a user error, with what to do where the error does not say it; a storage
+    that cannot be used named as TUNER_STORAGE=URL where `storage_from_environment`."""
     from ..kernel import UnsafeKernelDirectory
+    from ..storage import StorageError
 
     if isinstance(error, json.JSONDecodeError):  # tuner's own files are read with their own errors: Optuna's journal
         return (f"a study journal holds a line that is not whole ({error}), as another process's write cut short "
                 "leaves; run the command again, which moves the torn bytes aside")
     if isinstance(error, ImportError):
         return f"{error} (install tuner with its backend's extra: pip install -e '.[cuda]', or '.[roc]')"
+    if isinstance(error, StorageError):
+        return error.named(storage_from_environment)
     failure = _database_failure(error)
     if failure is not None:
         return (f"the study's database failed: {str(failure).strip().splitlines()[0]}; what it holds is kept: run "
@@ -197,6 +201,7 @@ def _run(args) -> int:
     with what the command keeps (its `on_stop` default, where it sets one)."""
     from ..stopping import Terminated
     from ..storage import redacted
+    from .arguments import from_environment
 
     try:
         return args.run(args) or 0
@@ -211,6 +216,7 @@ def _run(args) -> int:
         if not is_user_error(error):
             raise
         # The line may quote what a journal holds (the studies there, another study's product): anyone's text.
+        storage = getattr(args, "storage", None) or ""
         print(f"tuner {args.command}: error: "
-              f"{printable(redacted(explain(error), getattr(args, 'storage', None) or ''))}", file=sys.stderr)
+              f"{printable(redacted(explain(error, from_environment(storage)), storage))}", file=sys.stderr)
         return 2

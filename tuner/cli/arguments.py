@@ -6,6 +6,8 @@ import os
 DTYPE_HELP = ("the precision: float32 (default), float64, and on cuda only float16 (float32 accumulate and "
               "result) and the tensor-core ones tf32 (float32 in and out, TF32 multiplies) and float16-tc")
 SIMULATE_HELP = "run on Numba's CUDA simulator (also when NUMBA_ENABLE_CUDASIM=1 or no GPU is found)"
+# Set in the workers' environment where their $TUNER_STORAGE is the --devices parent's --storage.
+STORAGE_GIVEN = "TUNER_STORAGE_FROM_COMMAND_LINE"
 
 
 def add_backend(parser: argparse.ArgumentParser) -> None:
@@ -108,6 +110,16 @@ def storage_location(text: str) -> str:
         if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
             return url.set(database=os.path.abspath(_path(url.database))).render_as_string(hide_password=False)
     return text
+
+
+def from_environment(storage: str | None) -> bool:
+    """Whether the storage came from $TUNER_STORAGE, not from --storage (a --devices parent's
+    included: STORAGE_GIVEN). Compared unchecked: a good --storage overrides a bad $TUNER_STORAGE."""
+    try:
+        return bool(storage) and not os.environ.get(STORAGE_GIVEN) and \
+            storage == storage_location(os.environ.get("TUNER_STORAGE", ""))
+    except argparse.ArgumentTypeError:  # a ~user that does not exist
+        return False
 
 
 def _seconds(text: str) -> float:

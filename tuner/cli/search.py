@@ -21,8 +21,8 @@ from ..sampler import SAMPLERS
 from ..space import Space
 from ..stopping import follow_parent, stop_on_sigterm
 from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
-from .arguments import (DTYPE_HELP, SIMULATE_HELP, _positive, _seconds, _seed, _study_name, add_backend,
-                        add_cache_dir, add_compile_workers, add_storage, storage_location)
+from .arguments import (DTYPE_HELP, SIMULATE_HELP, STORAGE_GIVEN, _positive, _seconds, _seed, _study_name,
+                        add_backend, add_cache_dir, add_compile_workers, add_storage, from_environment)
 from .records import print_best
 
 DEFAULT_SHAPE = (4096, 4096, 4096)  # on a GPU; the simulator has its own (simulator.SHAPE)
@@ -31,8 +31,6 @@ SHOWN_REASONS = 5  # failure reasons printed at the end of a search
 # Options a --devices parent keeps from its workers: --storage reaches them through $TUNER_STORAGE,
 # so that no password shows in a process list.
 PARENT_ONLY = ("devices", "storage")
-# Set in the workers' environment where their $TUNER_STORAGE is the parent's --storage.
-STORAGE_GIVEN = "TUNER_STORAGE_FROM_COMMAND_LINE"
 
 
 def open_device(backend: str | None, simulate: bool) -> Runtime:
@@ -91,16 +89,6 @@ def _warnings_above(bar):
         warnings.showwarning = shown
 
 
-def _from_environment(storage: str | None) -> bool:
-    """Whether the storage came from $TUNER_STORAGE, not from --storage (a --devices parent's
-    included: STORAGE_GIVEN). Compared unchecked: a good --storage overrides a bad $TUNER_STORAGE."""
-    try:
-        return bool(storage) and not os.environ.get(STORAGE_GIVEN) and \
-            storage == storage_location(os.environ.get("TUNER_STORAGE", ""))
-    except argparse.ArgumentTypeError:  # a ~user that does not exist
-        return False
-
-
 def _search(args) -> int:
     from tqdm import tqdm
 
@@ -122,10 +110,10 @@ def _search(args) -> int:
     unit = " (simulated)" if runtime.simulated else ""
     measured = search.measured_count()
     spent = args.trials is not None and measured >= args.trials  # a rerun of a finished study
-    from_environment = _from_environment(args.storage)
+    in_environment = from_environment(args.storage)
     print(f"searching {file_stem(problem)} on {runtime.device.name} [{runtime.device.fingerprint}]; "
           f"times are {runtime.clock}; study {search.study.study_name!r} in {search.where}"
-          f"{' (from $TUNER_STORAGE)' if from_environment else ''} has {counted(search.trial_count(), 'trial')}, "
+          f"{' (from $TUNER_STORAGE)' if in_environment else ''} has {counted(search.trial_count(), 'trial')}, "
           f"{measured} measured" + (f" of a budget of {args.trials}" if args.trials else ""), file=sys.stderr)
     # Drawn on a terminal only: in a log, its redrawn frames would pile up (the summary below says it all).
     bar = tqdm(total=args.trials, initial=min(measured, args.trials or measured), unit="variant", file=sys.stderr,
@@ -171,7 +159,7 @@ def _search(args) -> int:
         print(f"cache record: {outcome.record_path}")
     print(f"figures: tuner report --study {shlex.quote(search.study.study_name)}"
           + (f" --cache-dir {shlex.quote(args.cache_dir)}" if args.cache_dir else "")
-          + (f" --storage {shlex.quote(redacted(args.storage))}" if args.storage and not from_environment else ""))
+          + (f" --storage {shlex.quote(redacted(args.storage))}" if args.storage and not in_environment else ""))
     if outcome.interrupted:
         print(f"tuner search: {'terminated (SIGTERM)' if outcome.terminated else 'interrupted'}; completed trials "
               "are kept, run the same command to resume", file=sys.stderr)
@@ -189,7 +177,7 @@ def _search_on_devices(args) -> int:
     if not simulated:
         check_devices(backend, devices)
     environ = dict(os.environ)
-    if args.storage and not _from_environment(args.storage):
+    if args.storage and not from_environment(args.storage):
         environ.update({"TUNER_STORAGE": args.storage, STORAGE_GIVEN: "1"})  # the workers' default (PARENT_ONLY)
     if args.compile_workers is None and not simulated:
         args.compile_workers = default_workers(len(devices))  # the host's cores shared out between the devices
