@@ -195,6 +195,25 @@ def test_a_storage_that_cannot_be_opened_is_named_as_the_user_gave_it(tmp_path, 
     assert err.startswith(f"tuner {command}: error: {named}") and err.count("\n") == 1, err
 
 
+@pytest.mark.parametrize("case", ["not a database", "locked"])
+def test_an_sqlite_file_that_cannot_be_opened_gets_advice_about_the_file(tmp_path, capsys, case):
+    """Not about a server and credentials, which an SQLite file has none of."""
+    import sqlite3
+
+    database = tmp_path / "study.db"
+    with contextlib.closing(sqlite3.connect(database, isolation_level=None)) as holder:
+        if case == "not a database":
+            database.write_text("the user's notes, not a database\n" * 10)
+        else:
+            holder.execute("BEGIN EXCLUSIVE")
+        assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir",
+                     str(tmp_path), "--storage", f"sqlite:///{database}?timeout=0.1"]) == 2
+    err = capsys.readouterr().err
+    advice = (f"give another path, or remove {database} if it is yours to remove" if case == "not a database" else
+              f"another process holds {database} locked: wait for it to finish or stop it, then run the command again")
+    assert err.endswith(f"; {advice}\n") and err.count("\n") == 1, err
+
+
 def test_a_database_failing_under_a_search_is_one_line_and_the_next_run_goes_on(tmp_path, capsys, monkeypatch):
     """Another process holds the SQLite file locked past its busy timeout (0.1 s here) once the first
     variant is measured: the search stops in one line, and a rerun finds the measurement kept."""

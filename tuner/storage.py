@@ -18,6 +18,7 @@ import os
 import random
 import re
 import socket
+import sqlite3
 import threading
 import time
 import warnings
@@ -238,6 +239,23 @@ def _rdb_storage(url: str, heartbeat: int) -> optuna.storages.RDBStorage:
             time.sleep(random.uniform(0.05, 0.5))
 
 
+def _what_to_do(url: str, error: Exception) -> str:
+    """What to do about `error`, SQLAlchemy's at opening the database at `url`: for an SQLite file,
+    about that file (no database, or locked by another process); else about the URL and the server."""
+    failure = getattr(error, "orig", None)  # the driver's error
+    if not isinstance(failure, sqlite3.Error):
+        return "check the URL, the server and the credentials"
+    from sqlalchemy.engine import make_url
+
+    path = make_url(url).database  # SQLAlchemy took the URL to get this far
+    if "file is not a database" in str(failure):
+        return f"give another path, or remove {path} if it is yours to remove"
+    if "database is locked" in str(failure):
+        return (f"another process holds {path} locked: wait for it to finish or stop it, then run the command "
+                "again")
+    return f"check the file {path}, its folder and their permissions"
+
+
 class SharedStorage:
     """An Optuna storage opened for several workers: its claim lock and its heartbeat."""
 
@@ -268,8 +286,7 @@ class SharedStorage:
                                "for PostgreSQL: pip install -e '.[postgres]'") from None
         except Exception as error:  # SQLAlchemy's errors for a bad URL or an unreachable server
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise StorageError(url, f" cannot be opened: {reason}; check the URL, the server and the credentials"
-                               ) from None
+            raise StorageError(url, f" cannot be opened: {reason}; {_what_to_do(url, error)}") from None
         dialect, database = storage.engine.dialect.name, storage.engine.url.database
         in_memory = database in (None, "", ":memory:") or storage.engine.url.query.get("mode") == "memory"
         if dialect == "sqlite" and in_memory:
