@@ -198,6 +198,19 @@ def test_an_unwritable_kernel_directory_is_one_clear_error_from_python(kernels, 
         tuner.get_kernel(8, 8, 8)
 
 
+def test_a_kernel_directory_in_a_cache_directory_that_cannot_be_made_names_the_cache_directory(
+        kernels, monkeypatch, tmp_path):
+    """Without TUNER_KERNEL_DIR the kernel directory is the cache directory's kernels/: the fix is another cache."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.delenv("TUNER_KERNEL_DIR")
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(blocker / "cache"))
+    with pytest.raises(UnsafeKernelDirectory, match=f"cannot create the kernel directory {blocker / 'cache'}.*; set "
+                       "TUNER_CACHE_DIR .* to a directory of your own") as error:
+        tuner.get_kernel(8, 8, 8)
+    assert "\n" not in str(error.value)
+
+
 def test_the_kernel_directory_follows_the_cache_directory(monkeypatch, tmp_path):
     monkeypatch.delenv("TUNER_KERNEL_DIR")
     assert kernel_dir(tmp_path / "given") == tmp_path / "given" / "kernels"

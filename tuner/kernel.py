@@ -55,14 +55,18 @@ def kernel_dir(cache_root: Path | None = None) -> Path:
 
 
 _OWN_KERNEL_DIR = "set TUNER_KERNEL_DIR to a directory of your own (tuner creates it with mode 700)"
+# Where TUNER_KERNEL_DIR is unset, the kernel directory is the cache directory's kernels/.
+_OWN_CACHE_DIR = ("set TUNER_CACHE_DIR (or --cache-dir, tuner.matmul's cache_dir=) to a directory of your own, whose "
+                  "kernels/ tuner creates with mode 700, or set TUNER_KERNEL_DIR to one")
 _OWN_NUMBA_CACHE = ("unset NUMBA_CACHE_DIR (and the cache_dir of a .numba_config.yaml in the current directory), "
                     "or set it to a directory of your own")
 
 
-def private_dir(directory: Path, remedy: str = _OWN_KERNEL_DIR, what: str = "the kernel directory") -> Path:
+def private_dir(directory: Path, remedy: str = "", what: str = "the kernel directory") -> Path:
     """`directory` (`what` it is, in words), created with mode 700 if new, once checked to be a real
     directory that no other user can write; UnsafeKernelDirectory saying what is wrong and `remedy`
-    otherwise."""
+    otherwise (by default, what sets the kernel directory: TUNER_KERNEL_DIR, else the cache directory)."""
+    remedy = remedy or (_OWN_KERNEL_DIR if os.environ.get("TUNER_KERNEL_DIR") else _OWN_CACHE_DIR)
     try:
         disk.make_dirs(directory)
         info = os.lstat(directory)
