@@ -206,6 +206,31 @@ def test_a_torn_journal_line_met_by_a_running_worker_says_what_to_do():
     assert "run the command again, which moves the torn bytes aside" in explain(error)
 
 
+@pytest.mark.parametrize("command", ["search", "report"])
+def test_a_study_file_this_user_may_not_write_says_whose_it_is_not_disk_space(tmp_path, capsys, monkeypatch, command):
+    """A journal's lock file of another user (faked: root meets no permissions) names the file, its owner and mode,
+    and what to do, for every command."""
+    from tuner import disk
+
+    studies = tmp_path / "studies"
+    studies.mkdir()
+    (studies / "cuda-device.journal").touch()  # report reads the journals there; search makes its own
+
+    def refused(lock):
+        lock.path.touch(mode=0o644)
+        raise PermissionError(13, "Permission denied", str(lock.path))
+
+    monkeypatch.setattr(disk.FileLock, "acquire", refused)
+    monkeypatch.setattr("tuner.storage.os.access", lambda path, mode: True)  # report then opens it for writing too
+    argv = ["--backend", "cuda", "--simulate", "--shape", "8", "8", "8", "--trials", "1"] if command == "search" else [
+        "--out", str(tmp_path / "report")]
+    assert main([command, *argv, "--cache-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert re.fullmatch(rf"tuner {command}: error: this user may not use {studies}/\S+\.flock \(Permission denied; it "
+                        r"belongs to you, mode 644\): its owner can make it writable for you, or use a cache directory "
+                        r"of your own \(--cache-dir, TUNER_CACHE_DIR\) or a --storage of your own\n", err), err
+
+
 def test_a_warning_during_a_search_gets_a_line_of_its_own_above_the_progress_bar(capsys, monkeypatch):
     import warnings
 

@@ -107,10 +107,27 @@ def explain(error: Exception, storage_from_environment: bool = False) -> str:
     if failure is not None:
         return (f"the study's database failed: {str(failure).strip().splitlines()[0]}; what it holds is kept: run "
                 "the command again once it is free (no other process holding it locked, writable, its server up)")
+    if isinstance(error, PermissionError) and not isinstance(error, UnsafeKernelDirectory) and error.filename:
+        return _permission_denied(error)
     if isinstance(error, OSError) and not isinstance(error, UnsafeKernelDirectory):  # whose message says it
         return f"{error} (check --cache-dir, TUNER_CACHE_DIR, TUNER_KERNEL_DIR and disk space)"
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def _permission_denied(error: PermissionError) -> str:
+    """The line for a file or folder this user may not use: whose it is (the file, else the folder
+    it would be made in, or this user may not look in) and what to do."""
+    path = os.fsdecode(error.filename)
+    seen = path if os.path.lexists(path) else os.path.dirname(path)
+    try:
+        info = os.stat(seen)
+        whose = f"; {'it' if seen == path else f'its folder {seen}'} belongs to " \
+                f"{'you' if info.st_uid == os.geteuid() else f'user {info.st_uid}'}, mode {info.st_mode & 0o7777:o}"
+    except OSError:
+        whose = ""
+    return (f"this user may not use {path} ({error.strerror or error}{whose}): its owner can make it writable for "
+            "you, or use a cache directory of your own (--cache-dir, TUNER_CACHE_DIR) or a --storage of your own")
 
 
 class OutputError(OSError):
