@@ -155,6 +155,26 @@ def test_a_storage_password_never_shows(tmp_path, capsys, url, shown):
     assert "s3cret" not in error
 
 
+@pytest.mark.parametrize("url, shown", [
+    ("postgresql://tuner:pa/ss#word@h/tuner", "postgresql://tuner:***@h/tuner"),  # SQLAlchemy reads up to the @
+    ("postgresql://tuner:p%40ssword@h/tuner", "postgresql://tuner:***@h/tuner"),
+    ("sqlite:///x.db?password=ab#cdefg", "sqlite:///x.db?password=***"),  # SQLAlchemy passes the # on
+    ("mysql+pymysql://tuner@h/tuner?passwd=s3cret&charset=utf8", "mysql+pymysql://tuner@h/tuner?passwd=***&charset=utf8"),
+    ("postgresql://u:1@127.0.0.1:1/tuner", "postgresql://u:***@127.0.0.1:1/tuner"),
+    ("postgresql://u:@h/tuner", "postgresql://u:@h/tuner")])
+def test_each_form_of_a_storage_password_is_hidden_and_nothing_else(url, shown):
+    """The password goes wherever the URL shows, in every form SQLAlchemy reads; elsewhere in a
+    message too (percent-decoded as well), unless so short that hiding it would garble the text."""
+    from tuner.storage import redacted
+
+    assert redacted(url) == shown
+    assert redacted(f"{url} cannot be opened: FATAL for {url}", url) == f"{shown} cannot be opened: FATAL for {shown}"
+    if "p%40ssword" in url:
+        assert redacted("password authentication failed: p@ssword", url) == "password authentication failed: ***"
+    if "u:1@" in url:
+        assert redacted("connection to 127.0.0.1 port 1 refused", url) == "connection to 127.0.0.1 port 1 refused"
+
+
 def test_a_whole_last_entry_that_lost_its_newline_is_kept_and_ended(tmp_path):
     storage = tmp_path / "study.journal"
     assert _search(tmp_path, storage).run(trials=1, timeout=None).measured == 1

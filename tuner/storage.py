@@ -21,6 +21,7 @@ import socket
 import sqlite3
 import threading
 import time
+import urllib.parse
 import warnings
 from collections import Counter, defaultdict
 from datetime import datetime
@@ -53,9 +54,12 @@ WAIT_NOTICE_SECONDS = 60
 # Tries at opening a database whose schema other workers are creating at the same moment.
 SCHEMA_ATTEMPTS = 10
 
-# A storage URL's password: after its user name (scheme://user:password@host), or a query parameter that
-# libpq takes (?password=..., ?sslpassword=...).
-_CREDENTIALS = re.compile(r"://[^:/@]*:([^@/]+)@|[?&](?:ssl)?password=([^&#]+)")
+# A storage URL's passwords, as SQLAlchemy reads them: after its user name (scheme://user:password@host, up
+# to the first @), or a query parameter the drivers take (libpq's ?password= and ?sslpassword=, MySQL's ?passwd=).
+_CREDENTIALS = re.compile(r"://[^:/@]*:([^@]*)@|[?&](?:ssl)?passw(?:or)?d=([^&]*)")
+# A password shorter than this is hidden in the URL alone: replaced wherever else it occurs in a message, it
+# would garble the text (a password "1" in an address) and hide little.
+_SHORTEST_HIDDEN_ELSEWHERE = 4
 
 
 def worker_name() -> str:
@@ -127,16 +131,20 @@ def killers(study: optuna.Study) -> set[str]:
     return {key for key, count in deaths.items() if count > MAX_RETRIES}
 
 
-def _passwords(url: str) -> list[str]:
-    """The passwords in a storage URL (_CREDENTIALS)."""
-    return [match.group(1) or match.group(2) for match in _CREDENTIALS.finditer(url)]
-
-
 def redacted(text: str, url: str | None = None) -> str:
     """`text` (a storage URL, or a message about the storage `url`) fit for a message, a record or
-    a log: the URL's passwords replaced by ***."""
-    for password in _passwords(url if url is not None else text):
-        text = text.replace(password, "***")
+    a log: the URL's passwords (_CREDENTIALS) replaced by *** where the URL occurs, and elsewhere,
+    as written or percent-decoded, unless shorter than _SHORTEST_HIDDEN_ELSEWHERE."""
+    url = text if url is None else url
+    spans = [match.span(1 if match.group(1) is not None else 2) for match in _CREDENTIALS.finditer(url)]
+    shown = url
+    for start, end in reversed([(start, end) for start, end in spans if end > start]):
+        shown = f"{shown[:start]}***{shown[end:]}"
+    text = text.replace(url, shown)
+    for start, end in spans:
+        for password in {url[start:end], urllib.parse.unquote(url[start:end])}:
+            if len(password) >= _SHORTEST_HIDDEN_ELSEWHERE:
+                text = text.replace(password, "***")
     return text
 
 
