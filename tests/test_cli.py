@@ -318,3 +318,28 @@ def test_a_journal_study_name_in_an_error_or_warning_cannot_forge_what_the_termi
     assert "the studies there are: \ufffd[2J\ufffd[Hall good" in err and "\x1b" not in err, err
     said = cli._one_line_warning("tuner: waiting for the trials claimed by ho\x1b[2Jst:1", UserWarning, "x.py", 1)
     assert said == "tuner: waiting for the trials claimed by ho\ufffd[2Jst:1\n"
+
+
+def test_a_database_error_that_no_rerun_gets_past_is_not_passed_off_as_the_users():
+    """A locked, read-only or unreachable study database is one line saying to run again once it is
+    free; a missing table or a syntax error is tuner's bug, whose traceback a report needs."""
+    import sqlite3
+
+    from optuna.exceptions import StorageInternalError
+    from sqlalchemy.exc import OperationalError
+
+    from tuner.cli import is_user_error
+
+    def failing(message: str, wrapped: bool = False) -> Exception:
+        error = OperationalError("UPDATE trials", {}, sqlite3.OperationalError(message))
+        if not wrapped:
+            return error
+        try:
+            raise StorageInternalError("An exception is raised during the commit.") from error
+        except StorageInternalError as storage_error:
+            return storage_error
+
+    for message in ("database is locked", "attempt to write a readonly database", "unable to open database file"):
+        assert is_user_error(failing(message)) and is_user_error(failing(message, wrapped=True))
+    for message in ("no such table: trials", 'near "SELEC": syntax error'):
+        assert not is_user_error(failing(message)) and not is_user_error(failing(message, wrapped=True))

@@ -8,6 +8,7 @@ import functools
 import importlib
 import json
 import os
+import re
 import sys
 import warnings
 from importlib import metadata
@@ -79,15 +80,25 @@ def is_user_error(error: Exception) -> bool:
         _database_failure(error) is not None
 
 
+# What SQLAlchemy's OperationalError says where the study's database is busy, read-only, full or out of
+# reach, which the user can fix and a rerun gets past; any other (no such table, a syntax error) is a bug to report.
+_DATABASE_UNAVAILABLE = re.compile(r"locked|read-?only|unable to open|disk i/o|disk is full|connection refused|"
+                                   r"server closed|could not connect|connection to server|timeout|timed out", re.I)
+
+
 def _database_failure(error: Exception):
-    """SQLAlchemy's OperationalError behind `error`, a study database failing under a command (a
-    lock held too long by another process, a read-only file, a server gone), raised as it is or
-    wrapped in Optuna's StorageInternalError; else None."""
+    """SQLAlchemy's OperationalError behind `error` (raised as it is or wrapped in Optuna's
+    StorageInternalError) where the study's database failed under a command for a reason the user
+    can fix (_DATABASE_UNAVAILABLE): a lock held too long by another process, a read-only file, a
+    server gone; else None."""
+    if "sqlalchemy.exc" not in sys.modules:  # never imported: no database was opened
+        return None
     from optuna.exceptions import StorageInternalError
     from sqlalchemy.exc import OperationalError
 
     cause = error.__cause__ if isinstance(error, StorageInternalError) else error
-    return cause if isinstance(cause, OperationalError) else None
+    unavailable = isinstance(cause, OperationalError) and _DATABASE_UNAVAILABLE.search(str(cause.orig or cause))
+    return cause if unavailable else None
 
 
 def explain(error: Exception, storage_from_environment: bool = False) -> str:
