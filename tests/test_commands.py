@@ -160,7 +160,10 @@ def test_a_database_in_memory_is_refused_before_anything_is_measured(tmp_path, c
     ("read-only folder", "this user may not write in its directory {folder}, where SQLite and the workers keep their "
                          "lock files; make it writable, or give a database path in a folder you can write"),
     ("read-only file", "{database} is read-only for this user; make it writable (chmod u+w), or give another "
-                       "database")])
+                       "database"),
+    ("another's claim lock", "{database}.claims.lock is read-only for this user; make it writable (chmod u+w), or "
+                             "give another database"),
+    ("a folder", "{database} is a folder; give the path of a database file (a missing one is created)")])
 def test_an_sqlite_database_a_search_cannot_write_is_refused_in_one_line(tmp_path, capsys, monkeypatch, case, said):
     """Where SQLite would fail to open it, a write would fail with a traceback, or its claim lock could not be
     made; permissions are faked, which root does not meet."""
@@ -168,16 +171,19 @@ def test_an_sqlite_database_a_search_cannot_write_is_refused_in_one_line(tmp_pat
     database = folder / "study.db"
     if case != "missing folder":
         folder.mkdir()
-        database.touch()
+        database.mkdir() if case == "a folder" else database.touch()
+        lock = folder / "study.db.claims.lock"
+        lock.touch()
         access = os.access
-        denied = folder if case == "read-only folder" else database
+        denied = {"read-only folder": folder, "read-only file": database, "another's claim lock": lock}.get(case)
         monkeypatch.setattr(os, "access", lambda path, mode, **kw: path != denied and access(path, mode, **kw))
     assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir", str(tmp_path),
                  "--storage", f"sqlite:///{database}"]) == 2
     err = capsys.readouterr().err
     assert err == (f"tuner search: error: --storage 'sqlite:///{database}': "
                    f"{said.format(folder=folder, database=database)}\n"), err
-    assert database.exists() == (case != "missing folder") and not list(tmp_path.rglob("*.lock"))
+    assert database.exists() == (case != "missing folder") and {path.name for path in tmp_path.rglob("*.lock")} == (
+        set() if case == "missing folder" else {"study.db.claims.lock"})
 
 
 @pytest.mark.parametrize("command", ["search", "report"])

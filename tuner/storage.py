@@ -169,7 +169,8 @@ class StorageError(ValueError):
 def check_database_file(url: str) -> None:
     """Refuse, with what to do, the SQLite database of a worker's storage `url` that it could not
     write: one in a missing folder, or in one this user may not write (SQLite keeps its rollback
-    journal beside the file, and the workers their claim lock), or a read-only file. Other storages pass."""
+    journal beside the file, and the workers their claim lock), a folder, or a read-only file or
+    claim lock. Other storages pass."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
@@ -187,9 +188,12 @@ def check_database_file(url: str) -> None:
         raise StorageError(url, f": this user may not write in its directory {path.parent}, where SQLite and the "
                            "workers keep their lock files; make it writable, or give a database path in a folder you "
                            "can write")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise StorageError(url, f": {path} is read-only for this user; make it writable (chmod u+w), or give "
-                           "another database")
+    if path.is_dir():
+        raise StorageError(url, f": {path} is a folder; give the path of a database file (a missing one is created)")
+    for file in (path, path.with_name(path.name + ".claims.lock")):  # the workers' claim lock may be another's
+        if file.exists() and not os.access(file, os.W_OK):
+            raise StorageError(url, f": {file} is read-only for this user; make it writable (chmod u+w), or give "
+                               "another database")
 
 
 def open_storage(url: str, default: bool = False):
