@@ -226,9 +226,10 @@ def test_a_study_file_this_user_may_not_write_says_whose_it_is_not_disk_space(tm
         "--out", str(tmp_path / "report")]
     assert main([command, *argv, "--cache-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert re.fullmatch(rf"tuner {command}: error: this user may not use {studies}/\S+\.flock \(Permission denied; it "
-                        r"belongs to you, mode 644\): its owner can make it writable for you, or use a cache directory "
-                        r"of your own \(--cache-dir, TUNER_CACHE_DIR\) or a --storage of your own\n", err), err
+    assert re.fullmatch(rf"tuner {command}: error: this user may not use ({studies}/\S+\.flock) \(Permission denied; "
+                        r"it is yours, mode 644\): give yourself access \(chmod u\+rwX \1\), or give tuner a cache "
+                        r"directory of your own \(--cache-dir, TUNER_CACHE_DIR\) or a --storage of your own\n",
+                        err), err
 
 
 def test_a_warning_during_a_search_gets_a_line_of_its_own_above_the_progress_bar(capsys, monkeypatch):
@@ -322,7 +323,7 @@ def test_a_journal_study_name_in_an_error_or_warning_cannot_forge_what_the_termi
 
 def test_a_database_error_that_no_rerun_gets_past_is_not_passed_off_as_the_users():
     """A locked, read-only or unreachable study database is one line saying to run again once it is
-    free; a missing table or a syntax error is tuner's bug, whose traceback a report needs."""
+    free; SQLite's missing table or syntax error is tuner's bug, whose traceback a report needs."""
     import sqlite3
 
     from optuna.exceptions import StorageInternalError
@@ -343,3 +344,9 @@ def test_a_database_error_that_no_rerun_gets_past_is_not_passed_off_as_the_users
         assert is_user_error(failing(message)) and is_user_error(failing(message, wrapped=True))
     for message in ("no such table: trials", 'near "SELEC": syntax error'):
         assert not is_user_error(failing(message)) and not is_user_error(failing(message, wrapped=True))
+
+    class ServerDriverError(Exception):
+        """A database server's driver error (psycopg2's, PyMySQL's): its bugs are ProgrammingErrors."""
+
+    gone = OperationalError("UPDATE trials", {}, ServerDriverError("SSL SYSCALL error: EOF detected"))
+    assert is_user_error(gone)

@@ -161,7 +161,9 @@ def test_a_storage_password_never_shows(tmp_path, capsys, url, shown):
     ("sqlite:///x.db?password=ab#cdefg", "sqlite:///x.db?password=***"),  # SQLAlchemy passes the # on
     ("mysql+pymysql://tuner@h/tuner?passwd=s3cret&charset=utf8", "mysql+pymysql://tuner@h/tuner?passwd=***&charset=utf8"),
     ("postgresql://u:1@127.0.0.1:1/tuner", "postgresql://u:***@127.0.0.1:1/tuner"),
-    ("postgresql://u:@h/tuner", "postgresql://u:@h/tuner")])
+    ("postgresql://u:@h/tuner", "postgresql://u:@h/tuner"),
+    ("postgresql://tuner:p@ssword@h/tuner", "postgresql://tuner:***@h/tuner"),  # an @ left unencoded
+    ("postgresql://tuner@h/tuner?password=pa+ssword", "postgresql://tuner@h/tuner?password=***")])
 def test_each_form_of_a_storage_password_is_hidden_and_nothing_else(url, shown):
     """The password goes wherever the URL shows, in every form SQLAlchemy reads; elsewhere in a
     message too (percent-decoded as well), unless so short that hiding it would garble the text."""
@@ -171,8 +173,22 @@ def test_each_form_of_a_storage_password_is_hidden_and_nothing_else(url, shown):
     assert redacted(f"{url} cannot be opened: FATAL for {url}", url) == f"{shown} cannot be opened: FATAL for {shown}"
     if "p%40ssword" in url:
         assert redacted("password authentication failed: p@ssword", url) == "password authentication failed: ***"
+    if "pa+ssword" in url:
+        assert redacted("password authentication failed: pa ssword", url) == "password authentication failed: ***"
     if "u:1@" in url:
         assert redacted("connection to 127.0.0.1 port 1 refused", url) == "connection to 127.0.0.1 port 1 refused"
+
+
+def test_a_storage_error_holds_no_password_in_its_repr_or_pickle():
+    """What a traceback, a log's %r or a pickle of the error shows is redacted too, not only its message."""
+    import pickle
+
+    from tuner.storage import StorageError
+
+    error = StorageError("postgresql://tuner:s3cret-word@h/tuner", " cannot be opened: s3cret-word refused")
+    assert str(error) == "--storage 'postgresql://tuner:***@h/tuner' cannot be opened: *** refused"
+    for shown in (repr(error), repr(error.args), pickle.dumps(error), str(pickle.loads(pickle.dumps(error)))):
+        assert "s3cret" not in str(shown)
 
 
 def test_a_whole_last_entry_that_lost_its_newline_is_kept_and_ended(tmp_path):

@@ -54,9 +54,10 @@ WAIT_NOTICE_SECONDS = 60
 # Tries at opening a database whose schema other workers are creating at the same moment.
 SCHEMA_ATTEMPTS = 10
 
-# A storage URL's passwords, as SQLAlchemy reads them: after its user name (scheme://user:password@host, up
-# to the first @), or a query parameter the drivers take (libpq's ?password= and ?sslpassword=, MySQL's ?passwd=).
-_CREDENTIALS = re.compile(r"://[^:/@]*:([^@]*)@|[?&](?:ssl)?passw(?:or)?d=([^&]*)")
+# A storage URL's passwords: after its user name (scheme://user:password@host, up to the last @ before a query,
+# which hides more than SQLAlchemy reads where a password holds an unencoded @), or a query parameter the drivers
+# take (libpq's ?password= and ?sslpassword=, MySQL's ?passwd=).
+_CREDENTIALS = re.compile(r"://[^:/@]*:([^?]*)@|[?&](?:ssl)?passw(?:or)?d=([^&]*)")
 # A password shorter than this is hidden in the URL alone: replaced wherever else it occurs in a message, it
 # would garble the text (a password "1" in an address) and hide little.
 _SHORTEST_HIDDEN_ELSEWHERE = 4
@@ -134,7 +135,7 @@ def killers(study: optuna.Study) -> set[str]:
 def redacted(text: str, url: str | None = None) -> str:
     """`text` (a storage URL, or a message about the storage `url`) fit for a message, a record or
     a log: the URL's passwords (_CREDENTIALS) replaced by *** where the URL occurs, and elsewhere,
-    as written or percent-decoded, unless shorter than _SHORTEST_HIDDEN_ELSEWHERE."""
+    as written or decoded, unless shorter than _SHORTEST_HIDDEN_ELSEWHERE."""
     url = text if url is None else url
     spans = [match.span(1 if match.group(1) is not None else 2) for match in _CREDENTIALS.finditer(url)]
     shown = url
@@ -142,7 +143,8 @@ def redacted(text: str, url: str | None = None) -> str:
         shown = f"{shown[:start]}***{shown[end:]}"
     text = text.replace(url, shown)
     for start, end in spans:
-        for password in {url[start:end], urllib.parse.unquote(url[start:end])}:
+        written = url[start:end]
+        for password in {written, urllib.parse.unquote(written), urllib.parse.unquote_plus(written)}:
             if len(password) >= _SHORTEST_HIDDEN_ELSEWHERE:
                 text = text.replace(password, "***")
     return text
@@ -153,17 +155,22 @@ class StorageError(ValueError):
     --storage URL; `named` names it as TUNER_STORAGE=URL where it came from that variable."""
 
     def __init__(self, url: str, problem: str):
-        """`problem`: what the message says after the storage's name."""
-        super().__init__(url, problem)
-        self.url, self.problem = url, problem
+        """`problem`: what the message says after the storage's name. Only their redacted forms are
+        kept, so that no repr, traceback or pickle of the error holds a password."""
+        self.shown, self.problem = redacted(url), redacted(problem, url)
+        super().__init__(self.shown, self.problem)
 
     def named(self, from_environment: bool = False) -> str:
         """The message, the storage named as the user gave it, its passwords redacted."""
-        given = "TUNER_STORAGE=" if from_environment else "--storage "
-        return f"{given}{redacted(self.url)!r}{redacted(self.problem, self.url)}"
+        return f"{'TUNER_STORAGE=' if from_environment else '--storage '}{self.shown!r}{self.problem}"
 
     def __str__(self) -> str:
         return self.named()
+
+
+def _claims_lock(path: Path) -> Path:
+    """The lock file beside a journal or an SQLite database under which workers claim configurations."""
+    return path.with_name(path.name + ".claims.lock")
 
 
 def check_database_file(url: str) -> None:
@@ -190,7 +197,7 @@ def check_database_file(url: str) -> None:
                            "can write")
     if path.is_dir():
         raise StorageError(url, f": {path} is a folder; give the path of a database file (a missing one is created)")
-    for file in (path, path.with_name(path.name + ".claims.lock")):  # the workers' claim lock may be another's
+    for file in (path, _claims_lock(path)):  # the workers' claim lock may be another's
         if file.exists() and not os.access(file, os.W_OK):
             raise StorageError(url, f": {file} is read-only for this user; make it writable (chmod u+w), or give "
                                "another database")
@@ -288,7 +295,7 @@ class SharedStorage:
             with append_lock.held(str(path)):
                 journal.repair(path, str(path), not url)
             self.storage = _journal_storage(path, append_lock, not url)
-            self.lock = FileLock(target.with_name(target.name + ".claims.lock"))
+            self.lock = FileLock(_claims_lock(target))
 
     def _database(self, url: str, heartbeat: int):
         try:
@@ -311,7 +318,7 @@ class SharedStorage:
         if dialect == "postgresql":
             return storage, AdvisoryLock(storage.engine)
         if dialect == "sqlite":
-            return storage, FileLock(Path(database + ".claims.lock"))
+            return storage, FileLock(_claims_lock(Path(database)))
         return storage, NoLock()
 
     def grace_seconds(self) -> float:

@@ -80,25 +80,28 @@ def is_user_error(error: Exception) -> bool:
         _database_failure(error) is not None
 
 
-# What SQLAlchemy's OperationalError says where the study's database is busy, read-only, full or out of
-# reach, which the user can fix and a rerun gets past; any other (no such table, a syntax error) is a bug to report.
-_DATABASE_UNAVAILABLE = re.compile(r"locked|read-?only|unable to open|disk i/o|disk is full|connection refused|"
-                                   r"server closed|could not connect|connection to server|timeout|timed out", re.I)
+# What SQLite's OperationalError says where its file is busy, read-only, full or out of reach, which the
+# user can fix and a rerun gets past. SQLite raises that class for tuner's own bugs too (no such table, a
+# syntax error), which the servers' drivers raise as ProgrammingError.
+_SQLITE_UNAVAILABLE = re.compile(r"locked|read-?only|unable to open|disk i/o|disk is full|not a database", re.I)
 
 
 def _database_failure(error: Exception):
     """SQLAlchemy's OperationalError behind `error` (raised as it is or wrapped in Optuna's
-    StorageInternalError) where the study's database failed under a command for a reason the user
-    can fix (_DATABASE_UNAVAILABLE): a lock held too long by another process, a read-only file, a
-    server gone; else None."""
+    StorageInternalError), the study's database failing under a command (a server gone, a lock
+    held too long by another process, a read-only file; for SQLite only those of
+    _SQLITE_UNAVAILABLE); else None."""
     if "sqlalchemy.exc" not in sys.modules:  # never imported: no database was opened
         return None
+    import sqlite3
+
     from optuna.exceptions import StorageInternalError
     from sqlalchemy.exc import OperationalError
 
     cause = error.__cause__ if isinstance(error, StorageInternalError) else error
-    unavailable = isinstance(cause, OperationalError) and _DATABASE_UNAVAILABLE.search(str(cause.orig or cause))
-    return cause if unavailable else None
+    if not isinstance(cause, OperationalError):
+        return None
+    return cause if not isinstance(cause.orig, sqlite3.Error) or _SQLITE_UNAVAILABLE.search(str(cause.orig)) else None
 
 
 def explain(error: Exception, storage_from_environment: bool = False) -> str:
@@ -118,7 +121,7 @@ def explain(error: Exception, storage_from_environment: bool = False) -> str:
     if failure is not None:
         return (f"the study's database failed: {str(failure).strip().splitlines()[0]}; what it holds is kept: run "
                 "the command again once it is free (no other process holding it locked, writable, its server up)")
-    if isinstance(error, PermissionError) and not isinstance(error, UnsafeKernelDirectory) and error.filename:
+    if isinstance(error, PermissionError) and isinstance(error.filename, (str, bytes, os.PathLike)):
         return _permission_denied(error)
     if isinstance(error, OSError) and not isinstance(error, UnsafeKernelDirectory):  # whose message says it
         return f"{error} (check --cache-dir, TUNER_CACHE_DIR, TUNER_KERNEL_DIR and disk space)"
@@ -130,15 +133,19 @@ def _permission_denied(error: PermissionError) -> str:
     """The line for a file or folder this user may not use: whose it is (the file, else the folder
     it would be made in, or this user may not look in) and what to do."""
     path = os.fsdecode(error.filename)
-    seen = path if os.path.lexists(path) else os.path.dirname(path)
+    seen = path if os.path.lexists(path) else os.path.dirname(path) or "."
+    what = "it" if seen == path else f"its folder {seen}"
     try:
         info = os.stat(seen)
-        whose = f"; {'it' if seen == path else f'its folder {seen}'} belongs to " \
-                f"{'you' if info.st_uid == os.geteuid() else f'user {info.st_uid}'}, mode {info.st_mode & 0o7777:o}"
     except OSError:
-        whose = ""
-    return (f"this user may not use {path} ({error.strerror or error}{whose}): its owner can make it writable for "
-            "you, or use a cache directory of your own (--cache-dir, TUNER_CACHE_DIR) or a --storage of your own")
+        whose, remedy = "", "check its permissions and its folders'"
+    else:
+        mode = f"mode {info.st_mode & 0o7777:o}"
+        whose, remedy = ((f"; {what} is yours, {mode}", f"give yourself access (chmod u+rwX {seen})")
+                         if info.st_uid == os.geteuid() else
+                         (f"; {what} belongs to user {info.st_uid}, {mode}", "its owner can let you use it"))
+    return (f"this user may not use {path} ({error.strerror or error}{whose}): {remedy}, or give tuner a cache "
+            "directory of your own (--cache-dir, TUNER_CACHE_DIR) or a --storage of your own")
 
 
 class OutputError(OSError):
