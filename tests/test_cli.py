@@ -124,6 +124,18 @@ def test_a_closed_stdout_or_stderr_takes_nothing_and_fails_nothing(monkeypatch, 
     assert main(["list"]) == 0 and not taken[0].closed  # a later write to it would fail
 
 
+def test_the_sink_of_a_closed_stream_is_closed_as_python_exits_not_left_to_the_collector(tmp_path):
+    """`tuner list 2>&-`: the /dev/null standing for stderr stays open while anything may write to it,
+    and is closed as Python exits, not left to the garbage collector, which warns of an unclosed
+    file (as pytest-xdist's workers printed it)."""
+    script = ("import atexit, sys; from tuner import cli; "
+              "atexit.register(lambda: print('closed at exit:', cli._nowhere().closed))  # runs last\n"
+              "sys.stderr = None; cli.main(['list', '--cache-dir', sys.argv[1]]); sys.stderr = sys.__stderr__; "
+              "print('open after main:', not cli._nowhere().closed)")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True)
+    assert done.stdout.splitlines()[-2:] == ["open after main: True", "closed at exit: True"], done
+
+
 def _tuner(argv, stdout, tmp_path, buffered=True):
     """`tuner argv` run as a user runs it, its stdout block-buffered unless told."""
     env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}

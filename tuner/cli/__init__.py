@@ -2,6 +2,7 @@
 errors. Each command's options and handler live together in a module of this package, imported
 by `main`, so that a Ctrl-C while they load ends in one line too."""
 import argparse
+import atexit
 import contextlib
 import difflib
 import functools
@@ -226,9 +227,12 @@ def main(argv=None) -> int:
 
 @functools.cache
 def _nowhere():
-    """/dev/null for a stream the caller closed, opened once and never closed: what took it while a
-    command ran (Optuna's log handler, made on its first import) may write to it after main returns."""
-    return open(os.devnull, "w")
+    """/dev/null for a stream the caller closed, opened once and closed only as Python exits: what
+    took it while a command ran (Optuna's log handler, made on its first import) may write to it
+    after main returns. (logging's own flush at exit, which comes later, ignores a closed file.)"""
+    sink = open(os.devnull, "w")
+    atexit.register(sink.close)
+    return sink
 
 
 def _run(args) -> int:
