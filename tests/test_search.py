@@ -386,6 +386,26 @@ def test_a_search_writes_only_what_its_study_measured(tmp_path):
     assert max(entry.measurement.gflops for entry in ranked) < 1e8
 
 
+def test_another_studys_record_is_replaced_though_one_of_its_configurations_killed_this_studys_worker(tmp_path):
+    """A configuration whose measurement killed this study's worker each time is never measured here
+    again: it must not keep the other study's record, which tuner.matmul serves it from, for good."""
+    from processes import died_measuring
+
+    from tuner.storage import MAX_RETRIES
+
+    runtime = open_runtime(CUDA, simulate=True)
+    killer = Config(block_m=32, block_n=32, thread_m=2, thread_n=2)
+    cache.write_record(cache.record_path(tmp_path, runtime.device.slug, PROBLEM.key),
+                       make_record(runtime.device, PROBLEM, [(killer, 1e9), (SEED, 1e8)]))
+    died_measuring(_search(tmp_path, name="another"), killer, MAX_RETRIES + 1)
+    search = _search(tmp_path, name="another")
+    with pytest.warns(UserWarning, match="made by study 'test' in test .*, having measured its configurations again, "
+                                         "but 1 configuration whose measurement killed this study's worker each time"):
+        outcome = search.run(trials=2, timeout=None)
+    assert outcome.record.study["name"] == "another" and search.kept_record() == (None, [])
+    assert killer not in [entry.config for entry in outcome.record.ranked]
+
+
 def test_a_configuration_whose_static_ceiling_is_below_half_the_best_is_never_measured(tmp_path, monkeypatch):
     """Ceilings stand in for fma_fraction (the simulator compiles nothing): the seed kernel's 1x1
     tile, queued by the warm start, is told invalid with the reason and costs no device time."""

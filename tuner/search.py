@@ -24,7 +24,7 @@ from . import cache, disk, record
 from .ceiling import Ceilings, why_not_measure
 from .compile_ahead import CompileAheadFailed, Compiled, CompilePool
 from .config import Tiling
-from .formats import rate
+from .formats import counted, rate
 from .kernel import check_kernel_dir, kernel_dir
 from .measure import GPU_PROTOCOL, SIMULATOR_PROTOCOL, Measured, Operands, measure
 from .problem import Problem
@@ -434,7 +434,8 @@ class Search:
         """The cache record at this search's path if another study made it (a new --study or
         --storage for a product already tuned: the cache holds one record per product and device),
         and those of its configurations in the space that this study has not measured, each once (a
-        record edited by hand may list one twice); (None, []) if there is no such record."""
+        record edited by hand may list one twice), but those that killed its worker each time (kills),
+        which it never measures; (None, []) if there is no such record."""
         try:
             held = cache.read_record(self.path)
         except (cache.CacheError, OSError):  # none yet, or one that cannot be read: nothing to re-measure
@@ -442,7 +443,7 @@ class Search:
         if _study_place(held.study) == _study_place({"name": self.study.study_name, "storage": self.storage_label}):
             return None, []
         left = {config_key(config.as_dict()): config for config in held.configs
-                if not self.space.violations(config) and self.measured(config) is None}
+                if not self.space.violations(config) and self.measured(config) is None and not self.kills(config)}
         return held, list(left.values())
 
     def kept_record(self) -> tuple[record.Record | None, list[Tiling]]:
@@ -467,9 +468,11 @@ class Search:
                 return None, None
             if held is not None and not self._replacing_said:
                 self._replacing_said = True
+                fatal = len({config_key(config.as_dict()) for config in held.configs if self.kills(config)})
                 warnings.warn(f"tuner: this study's record of {self.problem.key} replaces the cache record made by "
                               f"study {held.study['name']!r} in {held.study['storage']} (best "
-                              f"{rate(held.best.measurement.gflops)}), having measured its configurations again",
-                              stacklevel=2)
+                              f"{rate(held.best.measurement.gflops)}), having measured its configurations again"
+                              + (f", but {counted(fatal, 'configuration')} whose measurement killed this study's "
+                                 "worker each time" if fatal else ""), stacklevel=2)
             cache.store(self.path, built)
         return cache.read_record(self.path), self.path
