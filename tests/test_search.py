@@ -386,8 +386,9 @@ def test_a_search_writes_only_what_its_study_measured(tmp_path):
     assert max(entry.measurement.gflops for entry in ranked) < 1e8
 
 
-def test_another_studys_record_is_replaced_though_one_of_its_configurations_killed_this_studys_worker(tmp_path):
-    """A configuration whose measurement killed this study's worker each time is never measured here
+def test_another_studys_record_is_replaced_though_this_studys_worker_died_measuring_one_of_its_configurations(
+        tmp_path):
+    """A configuration that this study's worker died measuring each time is never measured here
     again: it must not keep the other study's record, which tuner.matmul serves it from, for good."""
     from processes import died_measuring
 
@@ -400,7 +401,7 @@ def test_another_studys_record_is_replaced_though_one_of_its_configurations_kill
     died_measuring(_search(tmp_path, name="another"), killer, MAX_RETRIES + 1)
     search = _search(tmp_path, name="another")
     with pytest.warns(UserWarning, match="made by study 'test' in test .*, having measured its configurations again, "
-                                         "but 1 configuration whose measurement killed this study's worker each time"):
+                                         "but 1 configuration that this study's worker died measuring each time"):
         outcome = search.run(trials=2, timeout=None)
     assert outcome.record.study["name"] == "another" and search.kept_record() == (None, [])
     assert killer not in [entry.config for entry in outcome.record.ranked]

@@ -1,5 +1,6 @@
 """The trial protocol: kinds as every journal so far stored them, and the decision a claim returns
 (measure, answer from an earlier trial, budget spent), with two workers racing for one study."""
+import re
 import threading
 import time
 
@@ -12,7 +13,7 @@ from tuner.config import Config
 from tuner.problem import Problem
 from tuner.runtime import open_runtime
 from tuner.search import Search
-from tuner.storage import KILLS_ITS_WORKER, MAX_RETRIES, SharedStorage, killers
+from tuner.storage import KILLS_ITS_WORKER, MAX_RETRIES, SharedStorage, killers, worker_name
 from tuner.trials import MEASURE, SPENT, Kind, answer, config_key, give_back, is_measured, passed
 
 A, B = {"block_m": 32}, {"block_m": 64}
@@ -200,8 +201,11 @@ def test_a_configuration_whose_measurement_killed_its_worker_each_time_is_not_qu
         measuring().set_user_attr("worker_started", "1")  # its process died: this pid is another's now
         first.recover(study)
     assert not study.get_trials(states=(optuna.trial.TrialState.WAITING,))  # no retry left
-    with pytest.warns(UserWarning, match=r'configuration \{"block_m": 32\} is not queued again: measuring it killed '
-                                         'the worker 3 times or more'):
+    # What killed them is not known; which workers died is, named for the user to look up.
+    dead = ", ".join([re.escape(worker_name())] * (MAX_RETRIES + 1))
+    with pytest.warns(UserWarning, match=rf'configuration \{{"block_m": 32\}} is not queued again: its worker died '
+                                         rf'while measuring it 3 times or more .*; the workers that died: {dead} '
+                                         r'\(the kernel\'s log, dmesg, names a process the OOM killer ended'):
         assert first.enqueue(study, [A, B]) == [B]
 
 

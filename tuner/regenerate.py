@@ -221,8 +221,8 @@ def _measure_all(search: Search, configs: list, workers: int) -> None:
     processes, from the queue alone: no variant the sampler suggests. One that another process
     (a search, a regenerate) is measuring is queued too, to be answered from its measurement.
     Trials queued before them (by an interrupted run, a search's warm start) are served first,
-    so this goes on until none of `configs` is left, but those that killed their worker each time
-    they were measured (Search.kills), which are never measured again."""
+    so this goes on until none of `configs` is left, but those that their worker died measuring each
+    time (Search.kills), which are never measured again."""
     for _ in range(len(configs) + search.queued()):
         pending = [config for config in configs if search.measured(config) is None and not search.kills(config)]
         if not pending:

@@ -120,7 +120,7 @@ class Search:
         complete = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         say_unknown_kinds(complete)
         self.history = {config_key(trial.params): trial for trial in complete if self._answers(trial)}
-        self.killers = killers(self.study)  # configurations never measured: each killed its worker
+        self.killers = killers(self.study)  # configurations never measured again: their worker died each time
         self.ceilings = Ceilings.where_countable(runtime, self.space, root)
         self._counted_seconds = 0.0  # the count _below_ceiling made here for the variant about to be measured
 
@@ -176,8 +176,8 @@ class Search:
         return sum(key not in keys for key in waiting[:end])
 
     def kills(self, config: Tiling) -> bool:
-        """Whether measuring `config` killed its worker each time it was tried (storage.killers), so
-        that it is never measured again."""
+        """Whether the worker died each time `config` was measured (storage.killers), so that it is
+        never measured again."""
         return config_key(config.as_dict()) in self.killers
 
     def measured(self, config: Tiling):
@@ -434,8 +434,8 @@ class Search:
         """The cache record at this search's path if another study made it (a new --study or
         --storage for a product already tuned: the cache holds one record per product and device),
         and those of its configurations in the space that this study has not measured, each once (a
-        record edited by hand may list one twice), but those that killed its worker each time (kills),
-        which it never measures; (None, []) if there is no such record."""
+        record edited by hand may list one twice), but those its worker died measuring each time
+        (kills), which it never measures; (None, []) if there is no such record."""
         try:
             held = cache.read_record(self.path)
         except (cache.CacheError, OSError):  # none yet, or one that cannot be read: nothing to re-measure
@@ -472,7 +472,7 @@ class Search:
                 warnings.warn(f"tuner: this study's record of {self.problem.key} replaces the cache record made by "
                               f"study {held.study['name']!r} in {held.study['storage']} (best "
                               f"{rate(held.best.measurement.gflops)}), having measured its configurations again"
-                              + (f", but {counted(fatal, 'configuration')} whose measurement killed this study's "
-                                 "worker each time" if fatal else ""), stacklevel=2)
+                              + (f", but {counted(fatal, 'configuration')} that this study's worker died "
+                                 "measuring each time" if fatal else ""), stacklevel=2)
             cache.store(self.path, built)
         return cache.read_record(self.path), self.path

@@ -23,7 +23,7 @@ import threading
 import time
 import urllib.parse
 import warnings
-from collections import Counter, defaultdict
+from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from optuna.trial import TrialState
 
 from . import journal
 from .disk import make_dirs
+from .formats import printable
 from .locks import AdvisoryLock, FileLock, NoLock, ReadOnlyLock
 from .trials import MEASURE, RECORDED, SPENT, Decision, Kind, config_key, is_measured
 
@@ -116,20 +117,23 @@ def retry(study: optuna.Study, trial) -> None:
         RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRIES)(study, clean)
 
 
-# Why a configuration in `killers` is never measured again.
-KILLS_ITS_WORKER = (f"measuring it killed the worker {MAX_RETRIES + 1} times or more (a crash, or a hang that "
-                    "was killed)")
+# Why a configuration in `killers` is never measured again. What killed the worker is not known: its
+# death is found by another process (its pid gone, its heartbeat silent), which gets no exit status.
+KILLS_ITS_WORKER = (f"its worker died while measuring it {MAX_RETRIES + 1} times or more (a crash, a hang that was "
+                    "killed, or a kill from outside such as kill -9 or the OOM killer, which tuner cannot tell apart)")
 
 
-def killers(study: optuna.Study) -> set[str]:
-    """The configurations whose measurement killed its worker more than MAX_RETRIES times: those
-    claimed by failed trials (the variant being measured) that were not given back (by Ctrl-C or
-    SIGTERM). Neither queued again nor measured when the sampler suggests one: else every run
-    would die on it."""
-    failed = study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-    deaths = Counter(trial.user_attrs["claim"] for trial in failed  # a journal edited by hand may hold anything
-                     if isinstance(trial.user_attrs.get("claim"), str) and trial.user_attrs.get("kind") != Kind.SURPLUS)
-    return {key for key, count in deaths.items() if count > MAX_RETRIES}
+def killers(study: optuna.Study) -> dict[str, list[str]]:
+    """The configurations whose worker died more than MAX_RETRIES times while measuring them, each with
+    those workers (host:pid, for the user to look up in the kernel's log): the configurations claimed
+    by failed trials (the variant being measured) that were not given back (by Ctrl-C or SIGTERM).
+    Neither queued again nor measured when the sampler suggests one: else every run would die on it."""
+    deaths = defaultdict(list)
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
+        claim, worker = trial.user_attrs.get("claim"), trial.user_attrs.get("worker")
+        if isinstance(claim, str) and trial.user_attrs.get("kind") != Kind.SURPLUS:  # a journal may hold anything
+            deaths[claim].append(printable(worker) if isinstance(worker, str) else "unknown")
+    return {key: workers for key, workers in deaths.items() if len(workers) > MAX_RETRIES}
 
 
 def redacted(text: str, url: str | None = None) -> str:
@@ -394,7 +398,7 @@ class SharedStorage:
         queued. Under the workers' lock, so that workers starting together queue each one once. Only
         a measured trial that `answers` for its configuration (as in claim) has measured it. With
         `running_too`, one that another worker holds is queued too: this worker's claim then waits
-        for that measurement and answers from it. One whose measurement kills its worker (killers)
+        for that measurement and answers from it. One that its worker died measuring each time (killers)
         is not queued, with a warning."""
         held = () if running_too else (TrialState.RUNNING,)
         with self.lock.held(study.study_name):
@@ -416,7 +420,9 @@ class SharedStorage:
                         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
                             self.storage.set_trial_user_attr(trial._trial_id, name, value)
                 elif key not in taken and key in fatal:
-                    warnings.warn(f"tuner: configuration {key} is not queued again: {KILLS_ITS_WORKER}", stacklevel=3)
+                    warnings.warn(f"tuner: configuration {key} is not queued again: {KILLS_ITS_WORKER}; the workers "
+                                  f"that died: {', '.join(fatal[key])} (the kernel's log, dmesg, names a process the "
+                                  "OOM killer ended; a new --study measures it again)", stacklevel=3)
                 elif key not in taken:
                     study.enqueue_trial(params, user_attrs={"queued": key, **(attrs or {})})
                     taken.add(key)
