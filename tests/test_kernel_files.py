@@ -330,11 +330,18 @@ def test_a_current_directory_where_others_could_put_a_numba_config_file_is_refus
         write_source(source, directory)
 
 
+@pytest.mark.parametrize("numba", ["numba-cuda", "built-in"])
 @pytest.mark.parametrize("where", ["environment", "file"])
-def test_a_numba_configuration_that_forces_a_compute_capability_is_refused(kernels, monkeypatch, tmp_path, where):
-    """numba-cuda would compile for it in place of the GPU's and cache the kernels under the GPU's
-    compute capability, where later runs without it would load them; the simulator compiles for none."""
+def test_a_numba_configuration_that_forces_a_compute_capability_is_refused(kernels, monkeypatch, tmp_path, where,
+                                                                           numba):
+    """numba.cuda would compile for it in place of the GPU's and cache the kernels under the GPU's
+    compute capability, where later runs without it would load them; the simulator compiles for none.
+    Numba's built-in numba.cuda (no numba.cuda.core) reads it from Numba's own configuration;
+    numba-hip, which shares that configuration, never reads it."""
     directory, path, source = kernels
+    if numba == "built-in":
+        for name in ("numba.cuda.core", "numba.cuda.core.config"):
+            monkeypatch.setitem(sys.modules, name, None)  # an import of it fails
     if where == "file":
         (tmp_path / ".numba_config.yaml").write_text("force_cuda_cc: '8.0'\n")
     else:
@@ -348,6 +355,8 @@ def test_a_numba_configuration_that_forces_a_compute_capability_is_refused(kerne
                                                     "unset it$"):
         write_source(source, directory)
     assert not path.exists()
+    assert write_source(source, directory, module="hip").read_text() == source
+    path.unlink()
     monkeypatch.delenv("NUMBA_FORCE_CUDA_CC", raising=False)
     (tmp_path / ".numba_config.yaml").unlink(missing_ok=True)
     assert write_source(source, directory).read_text() == source  # unset: Numba's configuration is read again

@@ -9,7 +9,7 @@ replaced, never run. A file is written under a lock of its own (matmul_<hash>.lo
 writer removes the temporary file of one killed mid-write. The directory, and the `__pycache__`
 beside the files where Numba keeps its compiled kernels, must be writable by this user alone, and
 a .numba_config.yaml in the current directory may name no code for Numba to load; where
-numba-cuda compiles (not on the simulator), FORCE_CUDA_CC is refused too (see docs/security.md).
+numba.cuda compiles (not on the simulator), FORCE_CUDA_CC is refused too (see docs/security.md).
 """
 import contextlib
 import grp
@@ -192,29 +192,31 @@ def _foreign(info: os.stat_result) -> str:
     return ""
 
 
-def _numba_cache_dir(directory: Path) -> Path:
+def _numba_cache_dir(directory: Path, module: str) -> Path:
     """Where Numba keeps the compiled kernels of the files in the private `directory`, checked
     private too: its cache directory if one is set ($NUMBA_CACHE_DIR, else the cache_dir of a
     .numba_config.yaml in the current directory, which Numba reads too), else the `__pycache__`
     beside the files. numba-cuda keeps a configuration of its own beside Numba's; both are read
     again, as their compilers read them before each compile, and each one set is checked, once
-    the configuration file is (check_numba_config). Wherever numba-cuda compiles (not in the
-    simulator's process), its setting FORCE_CUDA_CC is refused: it would compile for that compute
-    capability, not the one tuner compiles and counts for, and cache the kernels as the GPU's.
-    numba-hip never reads it."""
+    the configuration file is (check_numba_config). Where the kernels are numba.cuda's (`module`
+    is "cuda") and it compiles them (not in the simulator's process), the setting FORCE_CUDA_CC of
+    the configuration it reads (numba-cuda's, else that of the numba.cuda built into Numba, which is
+    Numba's own) is refused: it would compile for that compute capability, not the one tuner
+    compiles and counts for, and cache the kernels as the GPU's. numba-hip never reads it."""
     check_numba_config()
-    chosen = []
+    configs = []
     for name in ("numba.cuda.core.config", "numba.core.config"):
         with contextlib.suppress(ImportError):
             config = importlib.import_module(name)
             config.reload_config()
-            if name == "numba.cuda.core.config" and config.FORCE_CUDA_CC and not simulator.simulating():
-                raise UnsafeKernelDirectory(
-                    f"Numba's configuration sets FORCE_CUDA_CC (NUMBA_FORCE_CUDA_CC, or force_cuda_cc in "
-                    f"{Path.cwd() / _NUMBA_CONFIG}), so numba-cuda would compile the kernels for that compute "
-                    "capability, not the one tuner compiles and counts them for; unset it")
-            if config.CACHE_DIR:
-                chosen.append(private_dir(Path(config.CACHE_DIR), _OWN_NUMBA_CACHE, "Numba's cache directory"))
+            configs.append(config)
+    if module == "cuda" and configs[0].FORCE_CUDA_CC and not simulator.simulating():
+        raise UnsafeKernelDirectory(
+            f"Numba's configuration sets FORCE_CUDA_CC (NUMBA_FORCE_CUDA_CC, or force_cuda_cc in "
+            f"{Path.cwd() / _NUMBA_CONFIG}), so numba.cuda would compile the kernels for that compute "
+            "capability, not the one tuner compiles and counts them for; unset it")
+    chosen = [private_dir(Path(config.CACHE_DIR), _OWN_NUMBA_CACHE, "Numba's cache directory")
+              for config in configs if config.CACHE_DIR]
     return chosen[0] if chosen else private_dir(directory / "__pycache__")
 
 
@@ -247,19 +249,21 @@ def _write_atomically(path: Path, content: bytes) -> None:
                                     "directory") from None
 
 
-def check_kernel_dir(directory: Path) -> None:
+def check_kernel_dir(directory: Path, module: str) -> None:
     """Check the kernel directory `directory` private, creating it if new, and Numba's cache of its
-    kernels too; UnsafeKernelDirectory saying what to do otherwise."""
-    _numba_cache_dir(private_dir(directory))
+    kernels (of the Numba `module`, "cuda" or "hip") too; UnsafeKernelDirectory saying what to do otherwise."""
+    _numba_cache_dir(private_dir(directory), module)
 
 
-def write_source(source: str, directory: Path | None = None, settings: dict[str, str] | None = None) -> Path:
+def write_source(source: str, directory: Path | None = None, settings: dict[str, str] | None = None,
+                 module: str = "cuda") -> Path:
     """The file holding exactly `source`, named by the hash of its content and of the compiler
     `settings` it is to be compiled under (Backend.compile_settings, which Numba's cache of the
-    file's kernels does not key by), in a private kernel directory. A file there that differs is
-    replaced (and said so once); Numba's compiled kernels of the replaced file go with it."""
+    file's kernels does not key by), in a private kernel directory, for the Numba `module` ("cuda"
+    or "hip") to compile. A file there that differs is replaced (and said so once); Numba's compiled
+    kernels of the replaced file go with it."""
     directory = private_dir(directory or kernel_dir())
-    compiled = _numba_cache_dir(directory)
+    compiled = _numba_cache_dir(directory, module)
     named = source + (json.dumps(settings, sort_keys=True) if settings else "")
     path = directory / f"matmul_{hashlib.sha256(named.encode()).hexdigest()[:20]}.py"
     expected = source.encode()
@@ -283,7 +287,7 @@ def import_source(source: str, module_name: str, directory: Path | None = None,
     their hash): the checked file is written (write_source), then `source` itself runs as that
     file's code, so nothing read back from disk runs. On the simulator, its GPU module is bound to
     the simulator (simulator.bound)."""
-    path = write_source(source, directory, settings)
+    path = write_source(source, directory, settings, module_name)
     if path.stem in sys.modules:
         return sys.modules[path.stem]
     module = types.ModuleType(path.stem)

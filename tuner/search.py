@@ -145,7 +145,7 @@ class Search:
         written: the record's lock is taken (its folder made) and the kernel directory checked."""
         with disk.locked(self.path):
             pass
-        check_kernel_dir(kernel_dir(self.root))
+        check_kernel_dir(kernel_dir(self.root), self.runtime.backend.module)
 
     def enqueue(self, configs: list[Tiling], recorded: bool = False, running_too: bool = False) -> list[Tiling]:
         """Queue the configurations the study has neither measured, claimed nor queued (with
