@@ -52,11 +52,20 @@ def test_sizes_computed_with_numpy_are_taken(cache_dir):
     assert kernel.problem.key == "float32-8x9x10" and type(kernel.problem.m) is int
 
 
-def test_records_of_other_gpu_models_are_never_used(cache_dir):
+def test_records_of_other_gpu_models_are_never_used_and_the_warning_names_the_regenerate_that_retunes_them(
+        cache_dir):
+    """A new GPU does not orphan what was tuned on the old one unsaid: `tuner regenerate` re-tunes it here,
+    warm-started from it. Only where the family and dtype were tuned there."""
     _store(cache_dir, H100, Problem(16, 16, 16), [(SMALL, 9000.0)])
-    with pytest.warns(tuner.UntunedWarning, match="tuner search"):
+    _store(cache_dir, H100, Problem(16, 16, 16, "float64"), [(SMALL, 900.0)])
+    with pytest.warns(tuner.UntunedWarning, match=r"tune it once with: tuner search --backend cuda --simulate --dtype "
+                      r"float32 --shape 16 16 16 \(or re-tune here what was tuned on NVIDIA H100 80GB HBM3, another "
+                      r"GPU model, with: tuner regenerate --backend cuda --simulate\)$"):
         kernel = tuner.get_kernel(16, 16, 16)
     assert not kernel.tuned and kernel.config != SMALL
+    with pytest.warns(tuner.UntunedWarning) as caught:
+        tuner.get_kernel(16, 16, 16, dtype="float16")
+    assert "tuner regenerate" not in str(caught[0].message)
 
 
 def test_a_record_of_this_gpu_model_under_other_software_is_used_once_verified(cache_dir):
@@ -75,7 +84,8 @@ def test_a_record_of_this_gpu_model_under_other_software_is_used_once_verified(c
 def test_a_record_under_other_software_that_fails_verification_here_is_not_used(cache_dir, monkeypatch):
     monkeypatch.setattr("tuner.tuned.verify_config", lambda *args: "relative error 1 exceeds 1e-04")
     _store(cache_dir, OTHER_SOFTWARE, Problem(16, 16, 16), [(SMALL, 5.0)])
-    with pytest.warns(tuner.OtherSoftwareWarning, match="fails verification here .relative error 1"):
+    with pytest.warns(tuner.OtherSoftwareWarning, match=r"fails verification here .relative error 1.*, so it is not "
+                      r"used; to re-tune its product here: tuner regenerate --backend cuda --simulate$"):
         with pytest.warns(tuner.UntunedWarning):
             kernel = tuner.get_kernel(16, 16, 16)
     assert not kernel.tuned and kernel.config != SMALL

@@ -7,7 +7,8 @@ newest, serves, once its configuration passes verification here, with one warnin
 and how to re-time it. The configuration is rendered from the installed templates and compiled
 once per process, and, through Numba's on-disk cache (`cache=True`), once per machine. A record of
 another GPU model is never used. With nothing tuned for this model, a default configuration runs,
-after one warning that names the command to tune it.
+after one warning that names the command to tune it, and `tuner regenerate` where the user's cache
+holds what was tuned on another GPU model.
 """
 import numbers
 import os
@@ -111,6 +112,9 @@ class Library:
     compiled: dict = field(default_factory=dict)  # (Space, configuration) -> Kernel
     warned: set = field(default_factory=set)  # (family, dtype) pairs warned about
     verified: dict = field(default_factory=dict)  # (record path, configuration) -> whether it passed verification here
+    # (family, dtype) -> the names of the other GPU models whose records in the user's cache `tuner regenerate`
+    # would re-tune here
+    elsewhere: dict = field(default_factory=dict)
 
     @classmethod
     def load(cls, runtime: Runtime, root: Path, named: bool = False) -> "Library":
@@ -137,7 +141,7 @@ class Library:
                                f"run: tuner regenerate --backend {runtime.backend.name}{simulate}{options}")
         for reason in skipped:
             warnings.warn(f"tuner: skipping cache record {reason}", SkippedRecordWarning, stacklevel=4)
-        return cls(runtime, kernel_dir(root), choices, options)
+        return cls(runtime, kernel_dir(root), choices, options, elsewhere=_elsewhere(catalog, runtime))
 
     def kernel(self, problem: Problem) -> TunedKernel:
         """The compiled kernel for `problem`: tuned for the nearest shape, or the default."""
@@ -181,9 +185,11 @@ class Library:
             check = verify_config(self.runtime, space, choice.config, self.kernels)
             self.verified[key] = not check
             changes = ", ".join(software_changes(choice.record.device, self.runtime.device)) or "other versions"
-            outcome = (f"it passed verification here, and runs as tuned; to re-time it: tuner regenerate --backend "
-                       f"{self.runtime.backend.name}{' --simulate' if self.runtime.simulated else ''}{self.options}"
-                       if not check else f"it fails verification here ({check}), so it is not used")
+            regenerate = (f"tuner regenerate --backend {self.runtime.backend.name}"
+                          f"{' --simulate' if self.runtime.simulated else ''}{self.options}")
+            outcome = (f"it passed verification here, and runs as tuned; to re-time it: {regenerate}" if not check
+                       else f"it fails verification here ({check}), so it is not used; to re-tune its product here: "
+                            f"{regenerate}")
             warnings.warn(f"tuner: {choice.path} was tuned for {record.file_stem(choice.tuned_for)} on this GPU model "
                           f"under other software ({changes}); its configuration "
                           f"{choice.config.describe(self.runtime.backend)}: {outcome}",
@@ -205,10 +211,24 @@ class Library:
         device, backend = self.runtime.device, self.runtime.backend.name
         simulate = " --simulate" if self.runtime.simulated else ""
         what = problem.dtype if problem.family == DEFAULT else f"{problem.family} {problem.dtype}"
+        others = self.elsewhere.get((problem.family, problem.dtype))
+        regenerate = (f" (or re-tune here what was tuned on {', '.join(others)}, another GPU model, with: tuner "
+                      f"regenerate --backend {backend}{simulate}{self.options})" if others else "")
         warnings.warn(
             f"tuner: nothing is tuned for {what} on {device.name} [{device.fingerprint}], so an untuned "
             f"default configuration runs; tune it once with: tuner search --backend {backend}{simulate} --dtype "
-            f"{problem.dtype} {problem.options}{self.options}", UntunedWarning, stacklevel=4)
+            f"{problem.dtype} {problem.options}{self.options}{regenerate}", UntunedWarning, stacklevel=4)
+
+
+def _elsewhere(catalog: cache.Catalog, runtime: Runtime) -> dict[tuple[str, str], list[str]]:
+    """Of each (family, dtype), the names of the other GPU models of the backend whose records in the
+    user's cache `tuner regenerate` would re-tune on `runtime`'s device (the simulator's are no GPU's)."""
+    names: dict[tuple[str, str], set[str]] = {}
+    for stored in catalog.select(backend=runtime.backend.name):
+        device = stored.record.device
+        if not stored.shipped and device.model != runtime.device.model and (runtime.simulated or not device.simulated):
+            names.setdefault((stored.record.family, stored.record.problem.dtype), set()).add(device.name)
+    return {key: sorted(found) for key, found in names.items()}
 
 
 _lock = threading.Lock()
