@@ -72,6 +72,27 @@ def test_the_templates_hash_covers_the_templates_the_renderer_the_signatures_and
     assert "report.html.j2" not in names and "cli/search.py" not in names
 
 
+def test_an_edit_of_a_partial_a_template_includes_or_imports_changes_the_templates_hash(monkeypatch):
+    """A family names only the template it renders: those it extends, includes or imports, at any depth,
+    are found from it, so a partial added to the templates is in the fingerprint without being listed."""
+    import jinja2
+
+    from tuner import source
+
+    templates = {"matmul.py.j2": '{% include "tiles.j2" %}', "batched_matmul.py.j2": '{% extends "matmul.py.j2" %}',
+                 "tiles.j2": '{% import "macros.j2" as macros %}', "macros.j2": "{% macro tile() %}{% endmacro %}",
+                 "mma.cu": ""}
+    environment = jinja2.Environment(loader=jinja2.DictLoader(templates))
+    monkeypatch.setattr(source, "_environment", lambda: environment)
+    read = devices._read
+    monkeypatch.setattr(devices, "_read", lambda package, name: templates[name].encode()
+                        if package == "tuner.templates" else read(package, name))
+    assert {"tiles.j2", "macros.j2"} <= {name for _, name in devices.generator_files()}
+    before = templates_hash()
+    templates["macros.j2"] += "#"
+    assert templates_hash() != before
+
+
 def test_an_edit_of_the_verification_protocol_changes_the_fingerprint(monkeypatch):
     """A record made under another (maybe weaker) check of correctness is verified again, not trusted."""
     before, read = describe_simulator("cuda"), devices._read

@@ -39,8 +39,9 @@ class Family:
     name = "matmul"
     problem = Problem  # its problem type
     template = "matmul.py.j2"  # the kernel template rendered
-    # Every template its kernels are rendered from, and the CUDA C its tensor-core kernels link.
-    templates = ("matmul.py.j2", "mma.cu")
+    # The CUDA C its tensor-core kernels link (the templates its kernels are rendered from are found
+    # from `template`: source.template_closure).
+    linked = ("mma.cu",)
     record_prefix = ""  # before the problem's key in its record files' names
     operands = "2-D matrices"  # what `tuner.matmul` takes, in words
     operand_dims = 2  # dimensions of A, B and C as the kernel takes them
@@ -171,6 +172,9 @@ def chosen(args) -> Family:
 
 
 def templates() -> tuple[str, ...]:
-    """Every kernel template of every family, with the CUDA C they link: what the fingerprint hashes
-    (never the report's page)."""
-    return tuple(sorted({name for family in families().values() for name in family.templates}))
+    """Every kernel template of every family, with those it extends, includes or imports, and the CUDA C
+    they link: what the fingerprint hashes (never the report's page)."""
+    from .source import template_closure  # here: tuner.source imports tuner.space, which imports this module
+
+    return tuple(sorted({name for family in families().values()
+                         for name in (*template_closure(family.template), *family.linked)}))

@@ -3,6 +3,7 @@ from functools import cache
 from importlib.resources import files
 
 import jinja2
+from jinja2 import meta
 
 from .config import VECTOR, Config, Tiling, WarpConfig
 from .space import Space
@@ -14,6 +15,20 @@ SHARED_ALIGNMENT = 16  # bytes: what a 16-byte vector load from shared memory ne
 def _environment() -> jinja2.Environment:
     loader = jinja2.FunctionLoader(lambda name: files("tuner.templates").joinpath(name).read_text())
     return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+
+def template_closure(name: str) -> set[str]:
+    """The template `name` with every template it extends, includes or imports, at any depth (a
+    name computed as it renders cannot be followed: the templates use none)."""
+    environment = _environment()
+    found, ahead = set(), [name]
+    while ahead:
+        current = ahead.pop()
+        if current not in found:
+            found.add(current)
+            source, _, _ = environment.loader.get_source(environment, current)
+            ahead += [named for named in meta.find_referenced_templates(environment.parse(source)) if named]
+    return found
 
 
 def _tile_loads(threads: int, rows: int, cols: int) -> list[tuple[int, int]]:

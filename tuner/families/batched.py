@@ -56,7 +56,6 @@ class Batched(Family):
     name = "batched"
     problem = BatchedProblem
     template = "batched_matmul.py.j2"
-    templates = ("matmul.py.j2", "batched_matmul.py.j2", "mma.cu")
     record_prefix = "batched-"
     operands = "3-D stacks of them (as np.matmul takes them: one may be a 2-D matrix, broadcast)"
     operand_dims = 3
