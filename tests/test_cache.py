@@ -93,6 +93,15 @@ def test_an_edit_of_a_partial_a_template_includes_or_imports_changes_the_templat
     assert templates_hash() != before
 
 
+def test_the_cuda_c_the_kernels_link_includes_no_header():
+    """So where the headers are found (NUMBA_CUDA_INCLUDE_PATH, a toolkit's include folder) changes no
+    kernel, and is no part of the fingerprint; a wrapper that included one would need it there."""
+    from tuner.family import families
+
+    linked = {name for family in families().values() for name in family.linked}
+    assert linked and not [name for name in linked if "#include" in devices._read("tuner.templates", name).decode()]
+
+
 def test_an_edit_of_the_verification_protocol_changes_the_fingerprint(monkeypatch):
     """A record made under another (maybe weaker) check of correctness is verified again, not trusted."""
     before, read = describe_simulator("cuda"), devices._read
