@@ -4,9 +4,11 @@ Each backend describes its own devices (tuner/backends/), the simulator its own 
 
 The fingerprint hashes everything that can change which kernel is fastest or whether a cached
 one still works: the device model and its size, the driver and runtime, the Numba packages and
-the compilers they load, the templates with the code that renders, compiles and launches them,
-and the code that verifies and times a variant. Two different GPUs never share it, and a change
-of software changes it.
+the compilers they load, the templates with the code that renders them and decides their launch
+(GENERATOR), and the protocol that verifies and times a variant (VERIFICATION). Two different GPUs
+never share it, and a change of software changes it. Not hashed: the code around them that does
+not decide a kernel or its check (tuner/kernel.py's file handling and launch call, tuner/runtime.py's
+device events and L2 flush), so that an edit there re-verifies nothing.
 """
 import hashlib
 import json
