@@ -201,6 +201,17 @@ def test_a_storage_that_cannot_be_opened_is_named_as_the_user_gave_it(tmp_path, 
     assert err.startswith(f"tuner {command}: error: {named}") and err.count("\n") == 1, err
 
 
+def test_a_symbolic_link_where_a_journal_lock_goes_is_refused_in_one_line_and_not_followed(tmp_path, capsys):
+    """Its target would be made wherever it points; the line says what to remove, and nothing is measured."""
+    journal, elsewhere = tmp_path / "study.journal", tmp_path / "elsewhere"
+    (tmp_path / "study.journal.flock").symlink_to(elsewhere)
+    assert main(["search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "1", "--cache-dir", str(tmp_path),
+                 "--storage", str(journal)]) == 2
+    assert capsys.readouterr().err == (f"tuner search: error: {journal}.flock is a symbolic link where tuner keeps a "
+                                       "lock file; remove it, and tuner makes the lock file again\n")
+    assert not elsewhere.exists() and not list(tmp_path.rglob("*.json"))
+
+
 @pytest.mark.parametrize("case", ["not a database", "locked"])
 def test_an_sqlite_file_that_cannot_be_opened_gets_advice_about_the_file(tmp_path, capsys, case):
     """Not about a server and credentials, which an SQLite file has none of."""

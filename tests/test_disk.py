@@ -2,6 +2,7 @@
 folders: none that a killed process left stays for good."""
 import errno
 import os
+import signal
 import time
 
 import pytest
@@ -72,3 +73,39 @@ def test_a_folder_where_a_file_is_read_is_not_a_regular_file_and_left_closed(tmp
     with pytest.raises(disk.NotARegularFile, match="not a regular file"):
         disk.read_regular_file(tmp_path, 100)
     assert set(os.listdir("/proc/self/fd")) == descriptors
+
+
+@pytest.mark.parametrize("planted, said", [
+    ("link to a file", "a symbolic link"), ("dangling link", "a symbolic link"), ("folder", "a folder"),
+    ("FIFO someone reads", "a FIFO"), ("FIFO no one reads", "a FIFO")])
+def test_a_lock_file_that_is_not_a_regular_file_is_refused_never_followed_or_waited_on(tmp_path, planted, said):
+    """A link's target is neither made nor opened, and a FIFO cannot block the locker: one line says what to remove."""
+    lock, target = tmp_path / "record.lock", tmp_path / "elsewhere"
+    if planted == "link to a file":
+        target.write_text("kept")
+    if "link" in planted:
+        lock.symlink_to(target)
+    elif planted == "folder":
+        lock.mkdir()
+    else:
+        os.mkfifo(lock)
+    descriptors = set(os.listdir("/proc/self/fd"))
+    reader = os.open(lock, os.O_RDONLY | os.O_NONBLOCK) if planted == "FIFO someone reads" else None
+
+    def blocked(*_):
+        raise TimeoutError("the lock waited on a FIFO")
+
+    previous = signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(5)
+    try:
+        with pytest.raises(disk.NotALockFile) as refused:
+            disk.FileLock(lock).acquire()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        if reader is not None:
+            os.close(reader)
+    assert str(refused.value) == f"{lock} is {said} where tuner keeps a lock file; remove it, and tuner makes the " \
+                                 "lock file again"
+    assert set(os.listdir("/proc/self/fd")) == descriptors
+    assert (target.read_text() == "kept") if planted == "link to a file" else not target.exists()

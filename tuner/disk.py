@@ -47,30 +47,66 @@ def make_dirs(directory: Path) -> None:
             raise NotADirectoryError(errno.ENOTDIR, "a file is where a folder is needed; move it away", str(folder))
 
 
+class NotALockFile(OSError):
+    """A symbolic link, a FIFO, a device or a folder where a lock file goes; the message says what to do."""
+
+
+# Opened for writing (NFS emulates an exclusive flock with a write lock), never through a symbolic
+# link (whose target, made where it points, could be any file) and without blocking on a FIFO.
+_LOCK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _kind(path: Path) -> str:
+    """What is at `path`, in words, for a path where a regular file was wanted."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return "not a regular file"
+    return ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else
+            "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+
+
 class FileLock:
     """An exclusive fcntl lock on the file `path`, created if missing (its folders with make_dirs),
     taken with acquire and release or held for a with block. The kernel releases it when its
-    process dies, so a process killed while holding it blocks no one."""
+    process dies, so a process killed while holding it blocks no one. Anything but a regular file
+    at `path` (a symbolic link, a FIFO, a folder) is refused (NotALockFile), never followed or
+    waited on."""
 
     def __init__(self, path: Path):
         self.path = path
-        self._file = None
+        self._descriptor = None
 
     def acquire(self) -> bool:
         make_dirs(self.path.parent)
-        file = open(self.path, "a")
+        descriptor = self._open()
         try:
-            fcntl.flock(file, fcntl.LOCK_EX)
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
         except BaseException:
-            file.close()
+            os.close(descriptor)
             raise
-        self._file = file
+        self._descriptor = descriptor
         return True
 
+    def _open(self) -> int:
+        """A descriptor of the lock file; NotALockFile for anything but a regular file at its path."""
+        try:
+            descriptor = os.open(self.path, _LOCK_FLAGS, 0o666)
+        except OSError as error:
+            if error.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # a link; a FIFO no one reads; a folder
+                raise
+        else:
+            if stat.S_ISREG(os.fstat(descriptor).st_mode):
+                return descriptor
+            os.close(descriptor)  # a FIFO someone reads, a device
+        raise NotALockFile(f"{self.path} is {_kind(self.path)} where tuner keeps a lock file; remove it, and tuner "
+                           "makes the lock file again")
+
     def release(self) -> None:
-        file, self._file = self._file, None
-        fcntl.flock(file, fcntl.LOCK_UN)
-        file.close()
+        descriptor, self._descriptor = self._descriptor, None
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+        os.close(descriptor)
 
     def __enter__(self) -> "FileLock":
         self.acquire()

@@ -108,6 +108,7 @@ def _database_failure(error: Exception):
 def explain(error: Exception, storage_from_environment: bool = False) -> str:
     """The one line for a user error, with what to do where the error does not say it; a storage
     that cannot be used named as TUNER_STORAGE=URL where `storage_from_environment`."""
+    from ..disk import NotALockFile
     from ..kernel import UnsafeKernelDirectory
     from ..storage import StorageError
 
@@ -124,7 +125,7 @@ def explain(error: Exception, storage_from_environment: bool = False) -> str:
                 "the command again once it is free (no other process holding it locked, writable, its server up)")
     if isinstance(error, PermissionError) and isinstance(error.filename, (str, bytes, os.PathLike)):
         return _permission_denied(error)
-    if isinstance(error, OSError) and not isinstance(error, UnsafeKernelDirectory):  # whose message says it
+    if isinstance(error, OSError) and not isinstance(error, (UnsafeKernelDirectory, NotALockFile)):  # say what to do
         return f"{error} (check --cache-dir, TUNER_CACHE_DIR, TUNER_KERNEL_DIR and disk space)"
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
