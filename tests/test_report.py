@@ -2,8 +2,11 @@
 import contextlib
 import io
 import json
+import os
 import re
 import shutil
+import signal
+import stat
 from pathlib import Path
 
 import optuna
@@ -245,6 +248,40 @@ def test_a_folder_where_the_report_page_goes_is_one_line_naming_out(searched, tm
     err = capsys.readouterr().err
     assert err == (f"tuner report: error: --out {tmp_path}: cannot write there (Is a directory); pass a writable "
                    "--out DIR\n")
+
+
+@pytest.mark.parametrize("target", ["a file elsewhere", "a missing file elsewhere", "a FIFO"])
+def test_a_symbolic_link_or_fifo_where_the_report_page_goes_is_replaced_never_written_through(
+        searched, tmp_path, capsys, no_bench, target):
+    """The page and figures are renamed into --out: a link planted there is replaced, its target untouched, and a
+    FIFO there is not waited on; the page gets the mode a new file does (666 less the umask), as open() gives it."""
+    out, elsewhere = tmp_path / "report", tmp_path / "elsewhere"
+    out.mkdir()
+    if target == "a FIFO":
+        os.mkfifo(out / "report.html")
+    else:
+        if target == "a file elsewhere":
+            elsewhere.write_text("the user's own file")
+        (out / "report.html").symlink_to(elsewhere)
+    (out / "history.png").symlink_to(elsewhere)
+    (tmp_path / "plain").touch()
+
+    def blocked(*_):
+        raise TimeoutError("the report waited on a FIFO")
+
+    previous = signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(60)  # the report's own work takes seconds
+    try:
+        assert main(["report", "--out", str(out), "--bench", no_bench, "--cache-dir", str(searched[0])]) == 0
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert (elsewhere.read_text() == "the user's own file") if target == "a file elsewhere" else not elsewhere.exists()
+    for name in ("report.html", "history.png"):
+        assert not (out / name).is_symlink() and stat.S_ISREG((out / name).lstat().st_mode), name
+    assert "<html" in (out / "report.html").read_text() and (out / "history.png").read_bytes().startswith(PNG)
+    assert (out / "report.html").stat().st_mode == (tmp_path / "plain").stat().st_mode
+    assert not list(out.glob("*.tmp"))
 
 
 def test_failures_are_counted_by_status_and_by_rule():

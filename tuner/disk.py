@@ -1,13 +1,15 @@
 """Files written and read safely: under an exclusive lock, in one rename between the fsyncs of the
 file and of its folder, without blocking on a FIFO, in folders only their user can write. Records,
-journals, kernel files and ceilings are written through these, and a study's workers share these
-locks (locks.FileLock); records, recorded spaces and ceilings are read through them. Scratch
-folders are removed after use, and those of processes killed while using them once stale."""
+journals, kernel files and ceilings are written through these, a report's files in one rename
+too, and a study's workers share these locks (locks.FileLock); records, recorded spaces and
+ceilings are read through them. Scratch folders are removed after use, and those of processes
+killed while using them once stale."""
 import contextlib
 import errno
 import fcntl
 import glob
 import os
+import secrets
 import shutil
 import stat
 import tempfile
@@ -155,7 +157,22 @@ def write_atomically(path: Path, content: bytes, keep_mode: bool = False) -> Non
     writers killed before their rename are removed first."""
     remove_stale_temporaries(path)
     info = path.stat() if keep_mode else None
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
+    _replace(path, content, 0o600, info)
+
+
+def write_output(path: Path, content: bytes) -> None:
+    """Replace `path`, a file the user asked for (a report's page or figure), with `content` in one
+    rename, as write_atomically does, the new file's mode being what open() gives one (666 less the
+    umask): a symbolic link at `path` is replaced, its target left as it was, and a FIFO there is
+    not waited on. No lock is taken, so a writer killed before its rename leaves its temporary file
+    (`<name>.*.tmp`) beside `path`."""
+    _replace(path, content, 0o666, None)
+
+
+def _replace(path: Path, content: bytes, mode: int, info: os.stat_result | None) -> None:
+    """Write `content` to a new file beside `path`, created with `mode` less the umask (or, given
+    `info`, that file's mode and owner), fsync it and rename it over `path`."""
+    descriptor, temporary = _temporary(path, mode)
     try:
         with os.fdopen(descriptor, "wb") as file:
             file.write(content)
@@ -171,6 +188,16 @@ def write_atomically(path: Path, content: bytes, keep_mode: bool = False) -> Non
             os.unlink(temporary)
         raise
     _sync_folder(path.parent)
+
+
+def _temporary(path: Path, mode: int) -> tuple[int, Path]:
+    """A new file `<name>.<random>.tmp` beside `path`, created with `mode` less the umask (mkstemp's
+    are 600 whatever the umask) and never through a symbolic link, and its descriptor."""
+    for _ in range(100):
+        temporary = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
+        with contextlib.suppress(FileExistsError):
+            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode), temporary
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name", str(path))
 
 
 def _sync_folder(folder: Path) -> None:

@@ -20,6 +20,7 @@ import optuna
 from . import cache, simulator
 from .backends import BACKENDS
 from .benchmarks import BENCH_FILE, BENCH_RESULTS, bench_rows, bench_results
+from .disk import write_output
 from .figures import FIGURES, Figure, draw
 from .formats import counted, duration, rate
 from .studies import SIMULATED, StudyTrials, find_study, identity
@@ -125,6 +126,6 @@ def write_report(root: Path, out: Path, *, study_name: str | None = None, storag
         written=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     with _writing(out):
         for figure in figures:
-            (out / f"{figure.name}.png").write_bytes(figure.png)
-        report.page.write_text(page)
+            write_output(out / f"{figure.name}.png", figure.png)
+        write_output(report.page, page.encode())
     return report
