@@ -148,16 +148,28 @@ def test_under_a_permissive_umask_the_folders_tuner_makes_are_private(kernels, t
         assert folder.stat().st_mode & 0o777 == 0o700, folder
 
 
-def test_a_full_disk_names_the_file_and_leaves_no_temporary_file(kernels, monkeypatch):
+@pytest.mark.parametrize("chosen_by, elsewhere", [
+    ("TUNER_KERNEL_DIR", "set TUNER_KERNEL_DIR to another directory"),
+    ("the cache directory", "give another cache directory (--cache-dir, TUNER_CACHE_DIR, tuner.matmul's cache_dir=), "
+                            "whose kernels/ holds them, or set TUNER_KERNEL_DIR to another directory")])
+def test_a_full_disk_names_the_file_and_what_chose_its_folder_and_leaves_no_temporary_file(
+        kernels, monkeypatch, tmp_path, chosen_by, elsewhere):
+    """Where TUNER_KERNEL_DIR is unset, the folder is the cache directory's kernels/: that is what to change."""
     directory, path, source = kernels
+    if chosen_by == "the cache directory":
+        monkeypatch.delenv("TUNER_KERNEL_DIR")
+        directory = kernel.kernel_dir()
+        path = directory / path.name
+        assert directory == tmp_path / "cache" / "kernels"
 
     def full(descriptor):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", full)
-    with pytest.raises(UnsafeKernelDirectory, match=f"cannot write the kernel file {path} .No space left on device.; "
-                                                     "check the disk space"):
-        write_source(source, directory)
+    with pytest.raises(UnsafeKernelDirectory) as refused:
+        write_source(source)
+    assert str(refused.value) == (f"cannot write the kernel file {path} (No space left on device); check the disk "
+                                  f"space and what is at that path, or {elsewhere}")
     assert not path.exists() and not list(directory.glob("*.tmp"))
 
 

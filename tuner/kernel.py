@@ -239,14 +239,17 @@ def _difference(path: Path, expected: bytes) -> str:
 
 def _write_atomically(path: Path, content: bytes) -> None:
     """Replace `path` with `content` in one rename, under its lock, so that the temporary files of
-    writers killed before their rename can be removed; on failure no temporary file is left."""
+    writers killed before their rename can be removed; on failure no temporary file is left. The
+    error names what chose the folder: TUNER_KERNEL_DIR, else the cache directory."""
     try:
         with disk.locked(path):
             disk.write_atomically(path, content)
     except OSError as error:
+        elsewhere = ("set TUNER_KERNEL_DIR to another directory" if os.environ.get("TUNER_KERNEL_DIR") else
+                     "give another cache directory (--cache-dir, TUNER_CACHE_DIR, tuner.matmul's cache_dir=), whose "
+                     "kernels/ holds them, or set TUNER_KERNEL_DIR to another directory")
         raise UnsafeKernelDirectory(f"cannot write the kernel file {path} ({error.strerror or error}); check the "
-                                    "disk space and what is at that path, or set TUNER_KERNEL_DIR to another "
-                                    "directory") from None
+                                    f"disk space and what is at that path, or {elsewhere}") from None
 
 
 def check_kernel_dir(directory: Path, module: str) -> None:
