@@ -109,3 +109,14 @@ def test_a_lock_file_that_is_not_a_regular_file_is_refused_never_followed_or_wai
                                  "lock file again"
     assert set(os.listdir("/proc/self/fd")) == descriptors
     assert (target.read_text() == "kept") if planted == "link to a file" else not target.exists()
+
+
+@pytest.mark.parametrize("write", [disk.write_atomically, disk.write_output])
+def test_a_folder_where_a_file_is_written_is_named_not_the_temporary_file(tmp_path, write):
+    """os.replace names the temporary file first; the error names the path and what to do, and leaves nothing."""
+    (tmp_path / "record.json").mkdir()
+    with pytest.raises(IsADirectoryError) as refused:
+        write(tmp_path / "record.json", b"{}")
+    assert str(refused.value) == f"[Errno {errno.EISDIR}] a folder is where a file goes; move it away: " \
+                                 f"'{tmp_path / 'record.json'}'"
+    assert os.listdir(tmp_path) == ["record.json"]

@@ -246,8 +246,8 @@ def test_a_folder_where_the_report_page_goes_is_one_line_naming_out(searched, tm
     (tmp_path / "report.html").mkdir()
     assert main(["report", "--out", str(tmp_path), "--bench", no_bench, "--cache-dir", str(searched[0])]) == 2
     err = capsys.readouterr().err
-    assert err == (f"tuner report: error: --out {tmp_path}: cannot write there (Is a directory); pass a writable "
-                   "--out DIR\n")
+    assert err == (f"tuner report: error: --out {tmp_path}: cannot write there (report.html: a folder is where a "
+                   "file goes; move it away); pass a writable --out DIR\n")
 
 
 @pytest.mark.parametrize("target", ["a file elsewhere", "a missing file elsewhere", "a FIFO"])

@@ -171,7 +171,8 @@ def write_output(path: Path, content: bytes) -> None:
 
 def _replace(path: Path, content: bytes, mode: int, info: os.stat_result | None) -> None:
     """Write `content` to a new file beside `path`, created with `mode` less the umask (or, given
-    `info`, that file's mode and owner), fsync it and rename it over `path`."""
+    `info`, that file's mode and owner), fsync it and rename it over `path`; a folder at `path` is
+    named in an IsADirectoryError."""
     descriptor, temporary = _temporary(path, mode)
     try:
         with os.fdopen(descriptor, "wb") as file:
@@ -182,7 +183,10 @@ def _replace(path: Path, content: bytes, mode: int, info: os.stat_result | None)
             os.chmod(temporary, stat.S_IMODE(info.st_mode) | stat.S_IRUSR | stat.S_IWUSR)
             with contextlib.suppress(PermissionError):
                 os.chown(temporary, info.st_uid, info.st_gid)
-        os.replace(temporary, path)
+        try:
+            os.replace(temporary, path)
+        except IsADirectoryError:  # as os.replace says it, the temporary file named first
+            raise IsADirectoryError(errno.EISDIR, "a folder is where a file goes; move it away", str(path)) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)

@@ -85,11 +85,13 @@ def _overview(runs: StudyTrials, storage: str) -> list[tuple[str, str]]:
 
 @contextlib.contextmanager
 def _writing(out: Path):
-    """An OSError while writing in `out` (a folder where a file goes, a full disk) as one line naming --out."""
+    """An OSError while writing in `out` (a folder where a file goes, named, a full disk) as one line naming --out."""
     try:
         yield
     except OSError as error:
-        raise ValueError(f"--out {out}: cannot write there ({error.strerror}); pass a writable --out DIR") from None
+        named = f"{Path(error.filename).name}: " if isinstance(error, IsADirectoryError) and error.filename else ""
+        raise ValueError(f"--out {out}: cannot write there ({named}{error.strerror}); pass a writable --out DIR") \
+            from None
 
 
 def _clear(out: Path) -> None:
