@@ -291,6 +291,40 @@ def test_a_leading_tilde_that_no_shell_expanded_is_the_home_directory(tmp_path, 
     assert kernel_dir() == tmp_path / "kernels"
 
 
+@pytest.fixture
+def homeless(monkeypatch):
+    """As in a container run under a user id the password database lacks, with HOME unset: no home
+    directory to be found (platformdirs then raises RuntimeError)."""
+    import pwd
+
+    def no_entry(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    for name in ("HOME", "XDG_CACHE_HOME", "TUNER_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    cache._user_cache_dir.cache_clear()
+    yield
+    cache._user_cache_dir.cache_clear()
+
+
+def test_without_a_home_directory_the_cache_asks_for_one_in_one_line(homeless, tmp_path, monkeypatch, capsys):
+    """The user cache directory cannot be found: every command that uses the cache says to set
+    TUNER_CACHE_DIR or HOME in one line, and tuner.matmul raises that ValueError, not platformdirs'
+    RuntimeError with its traceback; a TUNER_CACHE_DIR is used without any home."""
+    from tuner.cli import main
+
+    with pytest.raises(ValueError, match="^no home directory to hold the cache .*: set TUNER_CACHE_DIR"):
+        cache.cache_dir()
+    for command in (["list"], ["report"], ["search", "--backend", "cuda", "--simulate", "--trials", "1"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"tuner {command[0]}: error: no home directory to hold the cache (") and \
+            err.count("\n") == 1, err
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
+    assert cache.cache_dir() == tmp_path
+
+
 WRITERS, ENTRIES = 8, 50
 SHARED = Problem(7, 7, 7)  # a record every writer writes into
 

@@ -76,8 +76,15 @@ def cache_dir(override: str | os.PathLike | None = None, option: str = "--cache-
 
 @functools.cache
 def _user_cache_dir() -> Path:
-    """The platform's user cache directory for tuner, asked once: tuner.matmul looks it up per call."""
-    return Path(platformdirs.user_cache_dir("tuner"))
+    """The platform's user cache directory for tuner, asked once: tuner.matmul looks it up per call.
+    ValueError where there is no home to put it in (HOME unset or relative, and this user missing
+    from the password database, as in a container run under an arbitrary user id)."""
+    try:
+        return Path(platformdirs.user_cache_dir("tuner"))
+    except RuntimeError:  # platformdirs: "could not determine the home directory"
+        raise ValueError("no home directory to hold the cache (HOME is unset or not an absolute path, and this user "
+                         "has no entry in the password database): set TUNER_CACHE_DIR (or --cache-dir) to a "
+                         "directory, or HOME to an absolute path") from None
 
 
 def shipped_dir() -> Path:
