@@ -11,10 +11,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from processes import run_at_once, where_permissions_bind
 from records import H100, make_record
 
+import tuner
 from tuner import cache
 from tuner.record import RUNNERS_UP
 from tuner.backends import CUDA
@@ -289,6 +291,35 @@ def test_a_leading_tilde_that_no_shell_expanded_is_the_home_directory(tmp_path, 
     monkeypatch.setenv("TUNER_KERNEL_DIR", "~/kernels")
     assert cache.cache_dir("~/flag") == tmp_path / "flag" and cache.cache_dir() == tmp_path / "env"
     assert kernel_dir() == tmp_path / "kernels"
+
+
+@pytest.mark.parametrize("value, said", [(" ", "is blank: give a path"), ("\t", "is blank: give a path"),
+                                         (" {}", "starts or ends with whitespace"), ("{} ", "starts or ends with "
+                                         "whitespace"), ("{}\n", "starts or ends with whitespace")])
+@pytest.mark.parametrize("setting", ["TUNER_CACHE_DIR", "TUNER_KERNEL_DIR"])
+def test_a_directory_variable_blank_or_padded_with_whitespace_is_refused_not_made_in_another_folder(
+        tmp_path, monkeypatch, capsys, setting, value, said):
+    """An environment file's stray space (TUNER_CACHE_DIR= , or a path with a space after it) would
+    name a folder ' ' in the current directory, or '<path> ': each command and tuner.matmul refuse
+    it in one line naming the variable, and create nothing."""
+    from tuner.cli import main
+    from tuner.kernel import kernel_dir
+
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(setting, value.format(tmp_path / "meant"))
+    with pytest.raises(ValueError, match=f"^{setting}=.* {said}.*, or unset {setting}$"):
+        cache.cache_dir() if setting == "TUNER_CACHE_DIR" else kernel_dir()
+    for command in ([["list"]] if setting == "TUNER_CACHE_DIR" else []) + [
+            ["search", "--backend", "cuda", "--simulate", "--shape", "8", "8", "8", "--trials", "1"]]:
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"tuner {command[0]}: error: {setting}=") and said in err and err.count("\n") == 1, err
+    with pytest.raises(ValueError, match=f"^{setting}="):
+        tuner.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
+    assert list((tmp_path / "here").iterdir()) == []
+    assert not [path for path in tmp_path.iterdir() if "meant" in path.name]
 
 
 @pytest.fixture

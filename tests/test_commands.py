@@ -286,6 +286,39 @@ def test_a_database_url_in_a_form_sqlalchemy_does_not_take_is_refused_naming_the
     assert "secret" not in err and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("storage, said", [(" ", "it is blank: give a journal path or URL, or unset it"),
+                                           ("journal ", "it starts or ends with whitespace, which would be part of "
+                                            "the name: give the journal path or URL alone, or unset it"),
+                                           (" postgresql://tuner:secret@127.0.0.1/tuner", "it starts or ends with "
+                                            "whitespace")])
+@pytest.mark.parametrize("command", ["search", "report"])
+def test_a_tuner_storage_blank_or_padded_with_whitespace_is_refused_not_taken_for_another_journal(
+        tmp_path, capsys, monkeypatch, storage, said, command):
+    """An environment file's stray space would name the journal ' ' (or 'journal ') in the current
+    directory: refused in one line that names $TUNER_STORAGE but not its value, which may hold a
+    password; nothing is written. Typed as --storage, such a path is the user's to choose."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TUNER_STORAGE", storage)
+    with pytest.raises(SystemExit) as exit:
+        main([command, "--cache-dir", str(tmp_path)] + (["--backend", "cuda", "--simulate", *SMALL, "--trials", "1"]
+                                                        if command == "search" else []))
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and err.count("\n") == 1, err
+    assert f"argument --storage: $TUNER_STORAGE: {said}" in err and "secret" not in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_devices_worker_takes_its_parents_storage_padded_as_the_user_typed_it(tmp_path, monkeypatch):
+    """The --devices parent hands its --storage to each worker through $TUNER_STORAGE: a path typed
+    with a trailing space is the user's choice there, not an environment file's stray one."""
+    from tuner.cli import build_parser
+    from tuner.cli.arguments import STORAGE_GIVEN
+
+    monkeypatch.setenv("TUNER_STORAGE", f"{tmp_path}/journal ")
+    monkeypatch.setenv(STORAGE_GIVEN, "1")
+    assert build_parser().parse_args(["search", "--backend", "cuda"]).storage == f"{tmp_path}/journal "
+
+
 def test_devices_shows_the_simulator_fingerprints(capsys):
     assert main(["devices", "--json"]) == 0
     devices = json.loads(capsys.readouterr().out)

@@ -24,12 +24,27 @@ def user_path(given: str | os.PathLike, setting: str = "") -> Path:
     """A path as a user wrote it (in the environment variable `setting`, if one), with a leading ~
     expanded as a shell would (a shell leaves it in `--cache-dir=~/x`, and environment files leave
     it too); ValueError for a ~user that names no user here, which would otherwise be taken as a
-    folder of that name in the current directory."""
+    folder of that name in the current directory, and for a variable's value that starts or ends
+    with whitespace (an environment file's stray space), which would name another folder."""
+    if setting and padded(str(given)):
+        raise ValueError(f"{setting}={str(given)!r} {padded(str(given))}, or unset {setting}")
     expanded = os.path.expanduser(given)
     if str(expanded).startswith("~"):
         raise ValueError(f"{setting + '=' if setting else ''}{given}: {str(expanded).split(os.sep)[0]} names no "
                          "user on this machine; give the path in full")
     return Path(expanded)
+
+
+def padded(value: str, what: str = "path") -> str:
+    """What is wrong with an environment variable's `value` that is blank or starts or ends with
+    whitespace, as an environment file's stray space leaves it, and what to give instead (a `what`);
+    "" if nothing is, or if it is empty (unset). Taken as it is, it would name another file or
+    folder than the one meant."""
+    if value and not value.strip():
+        return f"is blank: give a {what}"
+    if value != value.strip():
+        return f"starts or ends with whitespace, which would be part of the name: give the {what} alone"
+    return ""
 
 
 class NotARegularFile(OSError):

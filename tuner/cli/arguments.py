@@ -79,12 +79,18 @@ def _misformed_form(scheme: str, dialect: str, rest: str) -> str:
 
 
 def _storage(text: str, recorded: bool = False) -> str:
-    """storage_location(`text`), a database URL in a form SQLAlchemy does not take refused, and
-    where `recorded` a location that a cache record could not keep."""
-    mistake = _misformed_url(text) or recorded and _unkept(storage_location(text), "the storage's location")
+    """storage_location(`text`), refused where it is a $TUNER_STORAGE that is blank or padded with
+    whitespace, a database URL in a form SQLAlchemy does not take, or where `recorded` a location
+    that a cache record could not keep."""
+    from ..disk import padded
+
+    from_environment = text == os.environ.get("TUNER_STORAGE")
+    # A --devices worker's $TUNER_STORAGE is its parent's --storage (STORAGE_GIVEN), typed as the user meant it.
+    stray = from_environment and not os.environ.get(STORAGE_GIVEN) and padded(text, "journal path or URL")
+    mistake = (stray and f"it {stray}, or unset it") or _misformed_url(text) or \
+        recorded and _unkept(storage_location(text), "the storage's location")
     if mistake:
-        raise argparse.ArgumentTypeError(("$TUNER_STORAGE: " if text == os.environ.get("TUNER_STORAGE") else "")
-                                         + mistake)
+        raise argparse.ArgumentTypeError(("$TUNER_STORAGE: " if from_environment else "") + mistake)
     return storage_location(text)
 
 
