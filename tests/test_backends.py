@@ -190,6 +190,46 @@ def test_a_numba_config_file_that_turns_the_simulator_on_is_refused_in_place_of_
                                         "be measured; unset it, or pass --simulate")
 
 
+@pytest.mark.parametrize("value, on", [("1", True), (" 1", True), ("01", True), ("2", True), ("-1", True),
+                                       ("0", False), ("", False)])
+def test_numba_enable_cudasim_is_read_as_numba_reads_it(monkeypatch, value, on):
+    """A whole number, any but 0 on, as Numba's config reads it with int(): tuner must agree, or it
+    would take Numba's simulator for a GPU (refused, on a GPU host) or say no GPU where Numba has one."""
+    from tuner import simulator
+
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", value)
+    assert simulator.enabled() is on
+
+
+@pytest.mark.parametrize("value", ["true", "yes", "false", "on", "1.0"])
+def test_a_numba_enable_cudasim_numba_cannot_read_is_refused_in_one_line(monkeypatch, capsys, value):
+    """Numba would take it for 0 (off) with a warning that carries a traceback, the user having
+    meant the simulator, likely: every command refuses it in one line saying to set 1 or unset it."""
+    from tuner import simulator
+    from tuner.cli import main
+
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", value)
+    with pytest.raises(ValueError, match=f"^NUMBA_ENABLE_CUDASIM={value!r} is not a whole number"):
+        simulator.enabled()
+    for command in (["devices"], ["search", "--backend", "cuda", "--trials", "1"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err == (f"tuner {command[0]}: error: NUMBA_ENABLE_CUDASIM={value!r} is not a whole number, which "
+                       "Numba takes for 0 (off): set it to 1 to run on Numba's CUDA simulator, or unset it\n")
+
+
+def test_tuner_matmul_on_a_gpu_host_runs_on_the_simulator_that_numba_enable_cudasim_2_turns_on(tmp_path):
+    """NUMBA_ENABLE_CUDASIM=2 turns Numba's simulator on: tuner.matmul runs there, rather than
+    refusing Numba's simulator as if it stood in for the GPU (the driver's count faked)."""
+    code = ("import numpy, tuner, tuner.runtime as runtime\n"
+            "runtime.driver_device_count = lambda backend: 1\n"
+            "print(tuner.matmul(numpy.ones((2, 3), numpy.float32), numpy.ones((3, 2), numpy.float32)).tolist())")
+    environment = {**os.environ, "NUMBA_ENABLE_CUDASIM": "2", "TUNER_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=environment, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout == "[[3.0, 3.0], [3.0, 3.0]]\n", done.stderr
+
+
 @pytest.mark.parametrize("l2_bytes, flushed", [(50 << 20, FLUSH_BYTES), (4 << 20, FLUSH_BYTES), (256 << 20, 512 << 20)],
                          ids=["H100", "small", "large"])
 def test_the_cache_flush_copies_twice_the_l2_and_at_least_256_mib(l2_bytes, flushed):
