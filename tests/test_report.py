@@ -284,6 +284,18 @@ def test_a_symbolic_link_or_fifo_where_the_report_page_goes_is_replaced_never_wr
     assert not list(out.glob("*.tmp"))
 
 
+def test_a_cache_directory_named_in_bytes_that_are_no_utf8_is_reported_with_its_name_escaped(
+        searched_once, tmp_path, capsys, monkeypatch, no_bench):
+    """TUNER_CACHE_DIR holds the bytes the user gave (here a Latin-1 name), which the page, UTF-8,
+    cannot hold as they are: it names the folder with Python's escapes, rather than the command
+    failing ("surrogates not allowed") after drawing every figure."""
+    root = tmp_path / os.fsdecode(b"caf\xe9")
+    shutil.copytree(searched_once, root)
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(root))
+    assert main(["report", "--out", str(tmp_path / "report"), "--bench", no_bench]) == 0, capsys.readouterr().err
+    assert "caf\\udce9" in (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+
+
 def test_failures_are_counted_by_status_and_by_rule():
     def trial(**attrs):
         return optuna.trial.create_trial(value=0.0, user_attrs=attrs)

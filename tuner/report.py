@@ -129,5 +129,7 @@ def write_report(root: Path, out: Path, *, study_name: str | None = None, storag
     with _writing(out):
         for figure in figures:
             write_output(out / f"{figure.name}.png", figure.png)
-        write_output(report.page, page.encode())
+        # UTF-8, as the page's <meta charset> says; a path in a cache directory named in bytes that are no
+        # UTF-8 (surrogates, to Python) written as the escapes Python shows it with.
+        write_output(report.page, page.encode("utf-8", "backslashreplace"))
     return report
