@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner import cli
+from tuner import cache, cli
 from tuner.cli import main
 from tuner.space import Space
 
@@ -192,6 +192,25 @@ def test_output_held_back_by_a_command_that_then_fails_is_flushed_before_tuner_r
         "tuner list: error: a mistake",
         "tuner list: error: cannot write the output to stdout: No space left on device; send it to a file or pipe "
         "that can take it"]
+
+
+def test_a_path_in_bytes_that_are_no_utf8_is_printed_escaped_on_a_strict_stdout(tmp_path, monkeypatch):
+    """TUNER_CACHE_DIR holds the bytes the user gave (here a Latin-1 name), which Python holds as
+    surrogates; stdout in a locale such as en_US.UTF-8 refuses them (errors strict; Python escapes
+    them there only in the C locale or its UTF-8 mode): the search that wrote its record prints the
+    record's path with Python's escapes, as stderr would, rather than ending in an encoding error
+    (status 2) after its work is done."""
+    root = tmp_path / os.fsdecode(b"caf\xe9")
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(root))
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+    stderr = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace")  # as Python's always is
+    monkeypatch.setattr(sys, "stdout", stdout)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    status = main(["search", "--backend", "cuda", "--simulate", "--shape", "8", "8", "8", "--trials", "1"])
+    stdout.flush(), stderr.flush()
+    assert status == 0, stderr.buffer.getvalue().decode()
+    [record] = cache.record_paths(root)
+    assert f"cache record: {tmp_path}/caf\\udce9/records/" in stdout.buffer.getvalue().decode()
 
 
 @pytest.mark.parametrize("argv", [["list"], ["--help"]])

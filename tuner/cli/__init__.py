@@ -156,7 +156,9 @@ class OutputError(OSError):
 
 class _Output:
     """sys.stdout while a command runs: a write that fails raises OutputError, so that it is not taken
-    for a failure of the cache; one whose reader left still raises BrokenPipeError."""
+    for a failure of the cache; one whose reader left still raises BrokenPipeError. Text the stream's
+    encoding cannot hold (a path named in bytes that are no UTF-8, from TUNER_CACHE_DIR say, on a
+    terminal whose errors are strict) is written with Python's escapes, as stderr writes it."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -165,7 +167,11 @@ class _Output:
         return getattr(self._stream, name)
 
     def write(self, text: str) -> int:
-        return self._do(self._stream.write, text)
+        try:
+            return self._do(self._stream.write, text)
+        except UnicodeEncodeError:  # raised before anything is written
+            encoding = getattr(self._stream, "encoding", None) or "utf-8"
+            return self._do(self._stream.write, text.encode(encoding, "backslashreplace").decode(encoding))
 
     def flush(self) -> None:
         self._do(self._stream.flush)
