@@ -230,6 +230,27 @@ def test_tuner_matmul_on_a_gpu_host_runs_on_the_simulator_that_numba_enable_cuda
     assert done.returncode == 0 and done.stdout == "[[3.0, 3.0], [3.0, 3.0]]\n", done.stderr
 
 
+@pytest.mark.parametrize("backend", [CUDA, ROC], ids=["cuda", "roc"])
+@pytest.mark.parametrize("init, said", [(100, "found no usable device"), (0, "reports no device")],
+                         ids=["init fails", "no device counted"])
+def test_no_device_where_the_visible_devices_variable_is_set_names_it(monkeypatch, backend, init, said):
+    """CUDA_VISIBLE_DEVICES='' (or one naming no GPU here) leaves the driver none to show, which it
+    says as cuInit's CUDA_ERROR_NO_DEVICE (100) or as a count of 0 (the driver's library faked):
+    the line says which variable hid the GPUs, not only that there are none, which tuner search
+    would take for a host without a GPU and run on the simulator."""
+    from tuner.backends import base
+
+    driver = types.SimpleNamespace(**{backend.driver_init: lambda flags: init, backend.driver_count: lambda count: 0})
+    monkeypatch.setattr(base, "_load_first", lambda candidates: driver)
+    monkeypatch.delenv(backend.visible_devices, raising=False)
+    with pytest.raises(NoGPU, match=f"^the {backend.name} driver {said}$"):
+        driver_device_count(backend)
+    monkeypatch.setenv(backend.visible_devices, "")
+    with pytest.raises(NoGPU, match=f"^the {backend.name} driver {said} among those {backend.visible_devices}='' "
+                                    "lets this process see; unset it, or list devices that exist$"):
+        driver_device_count(backend)
+
+
 @pytest.mark.parametrize("l2_bytes, flushed", [(50 << 20, FLUSH_BYTES), (4 << 20, FLUSH_BYTES), (256 << 20, 512 << 20)],
                          ids=["H100", "small", "large"])
 def test_the_cache_flush_copies_twice_the_l2_and_at_least_256_mib(l2_bytes, flushed):

@@ -2,6 +2,7 @@
 its GPUs are found and described, and how its Numba module is installed and loaded."""
 import ctypes
 import importlib
+import os
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -78,10 +79,17 @@ class Backend:
         devices = ctypes.c_int(0)
         if (getattr(library, self.driver_init)(0) != 0
                 or getattr(library, self.driver_count)(ctypes.byref(devices)) != 0):
-            raise NoDevice(f"the {self.name} driver found no usable device")
+            raise NoDevice(f"the {self.name} driver found no usable device{self._hidden()}")
         if devices.value == 0:
-            raise NoDevice(f"the {self.name} driver reports no device")
+            raise NoDevice(f"the {self.name} driver reports no device{self._hidden()}")
         return devices.value
+
+    def _hidden(self) -> str:
+        """Where the visible-devices variable is set, that the driver showed this process only the
+        devices it lists (none where it is empty or names no device here), and what to do; else ""."""
+        visible = os.environ.get(self.visible_devices)
+        return "" if visible is None else (f" among those {self.visible_devices}={visible!r} lets this process see; "
+                                           "unset it, or list devices that exist")
 
     def check_caches(self) -> None:
         """Before its module loads: UnsafeKernelDirectory, saying what to do, where a folder that the
