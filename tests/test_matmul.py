@@ -284,6 +284,11 @@ BAD = {
     "a tensor that cannot lend its memory": ((_Unlendable(), F32.T), {}, TypeError, "cannot lend its device memory"),
     "None": ((None, F32.T), {}, TypeError, "A must be a matrix of numbers, not NoneType"),
     "strings": ((F32, np.full((3, 4), "x")), {}, TypeError, "B must be a matrix of numbers, not ndarray of <U1"),
+    "ragged rows": (([[1.0, 2.0, 3.0]] * 3 + [[1.0, 2.0]], F32.T), {}, ValueError,
+                    r"^A cannot be read as a matrix of numbers \(setting an array element with a sequence.*\); "
+                    r"pass an array, or nested lists whose rows \(and matrices\) are all as long$"),
+    "a ragged stack": ((np.ones((2, 4, 3), np.float32), [F32.T.tolist(), F32.tolist()]), {}, ValueError,
+                       r"^B cannot be read as a matrix of numbers .*; pass an array, or nested lists"),
     "a masked array": ((np.ma.masked_array(F32, mask=F32 > 0), F32.T), {}, TypeError,
                        r"A is a masked array, whose mask tuner.matmul would ignore; pass A.filled\(0\)"),
     "a masked out": ((F32, F32.T), {"out": np.ma.masked_array(np.zeros((4, 4), np.float32))}, TypeError,

@@ -107,7 +107,12 @@ def _matrix(runtime: Runtime, array, name: str):
                       if name == "out" else f"pass {name}.filled(0) to multiply with masked entries as zeros, "
                                             f"or {name}.data to ignore the mask")
             raise TypeError(f"{name} is a masked array, whose mask tuner.matmul would ignore; {remedy}")
-        given, array = array, np.asarray(array)
+        given = array
+        try:
+            array = np.asarray(array)
+        except ValueError as error:  # nested lists of uneven lengths, above all
+            raise ValueError(f"{name} cannot be read as a matrix of numbers ({error}); pass an array, or nested "
+                             "lists whose rows (and matrices) are all as long") from None
         if array.dtype.kind not in "biufc":
             raise TypeError(f"{name} must be a matrix of numbers, not {type(given).__name__}"
                             + (f" of {array.dtype}" if isinstance(given, np.ndarray) else ""))
