@@ -88,7 +88,9 @@ def test_stacks_taller_than_a_grid_run_in_bands_of_rows_and_layers(monkeypatch):
 
 @pytest.mark.parametrize("a_shape, b_shape, message", [
     ((4, 3, 2), (3, 2, 5), "A is a stack of 4 matrices and B of 3: the stacks must be as long"),
-    ((2, 3, 2), (2, 4, 5), "A's columns (2) must equal B's rows (4)"),
+    ((2, 3, 2), (2, 4, 5), "A's matrices are 3x2 and B's matrices are 4x5: A's columns (2) must equal B's rows (4)"),
+    ((3, 2), (2, 4, 5), "A is 3x2 and B's matrices are 4x5: A's columns (2) must equal B's rows (4)"),
+    ((2, 3, 2), (4, 5), "A's matrices are 3x2 and B is 4x5: A's columns (2) must equal B's rows (4)"),
     ((2, 2, 3, 2), (2, 5), "tuner.matmul multiplies 2-D matrices or 3-D stacks of them"),
 ])
 def test_bad_stacks_get_one_clear_error(a_shape, b_shape, message):

@@ -66,8 +66,9 @@ class Batched(Family):
     def sizes(self, a_shape: tuple, b_shape: tuple) -> tuple[dict, tuple[int, ...]]:
         (a_batch, m, k), (b_batch, k_b, n) = ((1, *shape) if len(shape) == 2 else shape for shape in (a_shape, b_shape))
         if k != k_b:
-            raise ValueError(f"A's matrices are {m}x{k} and B's are {k_b}x{n}: A's columns ({k}) must equal B's rows "
-                             f"({k_b})")
+            a, b = (f"{name} is" if len(shape) == 2 else f"{name}'s matrices are" for name, shape in
+                    (("A", a_shape), ("B", b_shape)))
+            raise ValueError(f"{a} {m}x{k} and {b} {k_b}x{n}: A's columns ({k}) must equal B's rows ({k_b})")
         if a_batch != b_batch and 1 not in (a_batch, b_batch):
             raise ValueError(f"A is a stack of {a_batch} matrices and B of {b_batch}: the stacks must be as long, or "
                              "one of them a single matrix, which is broadcast")
