@@ -75,6 +75,20 @@ def test_a_batch_over_the_grid_layers_runs_as_several_launches(monkeypatch):
         np.testing.assert_allclose(tuner.matmul(A, B), np.matmul(A, B), rtol=1e-5, atol=1e-6)
 
 
+def test_several_launches_write_a_strided_device_out_in_place_with_alpha_and_beta(monkeypatch):
+    """Each launch's layers of out are views of the caller's memory: nothing between them is written."""
+    from numba import cuda
+
+    monkeypatch.setattr("tuner.families.batched.GRID_LAYERS", 2)
+    A, B, memory = _stack(3, 4), _stack(5, 4, 2, seed=1), _stack(10, 3, 4, seed=2)
+    expected = memory.copy()
+    expected[::2, :, ::2] = 2 * np.matmul(A, B) - memory[::2, :, ::2]
+    device = cuda.to_device(memory)
+    with pytest.warns(tuner.UntunedWarning):
+        tuner.matmul(cuda.to_device(A), cuda.to_device(B), device[::2, :, ::2], alpha=2.0, beta=-1.0)
+    np.testing.assert_allclose(device.copy_to_host(), expected, rtol=1e-5, atol=1e-6)
+
+
 def test_stacks_taller_than_a_grid_run_in_bands_of_rows_and_layers(monkeypatch):
     monkeypatch.setattr("tuner.families.batched.GRID_LAYERS", 2)
     runtime = tuner.tuned._library(None, None).runtime
