@@ -2,6 +2,7 @@
 import dataclasses
 import json
 import os
+import re
 import signal
 import zlib
 
@@ -10,6 +11,7 @@ import optuna
 import pytest
 from records import make_record
 
+import tuner.kernel
 import tuner.measure
 from tuner import cache
 from tuner.backends import CUDA, ROC
@@ -158,9 +160,9 @@ def _plus_beta_c(beta, c):
 
 @pytest.mark.parametrize("kernel, wrong", [
     (lambda a, b, c, alpha, beta: alpha * (a @ b) + _plus_beta_c(beta, c), ""),
-    (lambda a, b, c, alpha, beta: alpha * (a @ b), "at 65x65x33 with alpha -0.75 and beta 0.5: relative error"),
+    (lambda a, b, c, alpha, beta: alpha * (a @ b), "at 65x66x67 with alpha -0.75 and beta 0.5: relative error"),
     (lambda a, b, c, alpha, beta: a @ b + _plus_beta_c(beta, c),
-     "at 65x65x33 with alpha -0.75 and beta 0: relative error"),
+     "at 65x66x67 with alpha -0.75 and beta 0: relative error"),
 ], ids=["right", "beta-ignored", "alpha-ignored"])
 def test_the_gpu_protocol_verifies_edge_tiles_alpha_and_beta_too(tmp_path, monkeypatch, kernel, wrong):
     """A kernel right on the searched product (alpha 1, beta 0, whole tiles) may still be wrong on
@@ -194,7 +196,33 @@ def test_the_edge_check_reads_no_c_where_beta_is_0(tmp_path):
 
     kernel = dataclasses.replace(tuner.measure.load(space, FIRST, tmp_path), function=_Launches(reads_c))
     assert tuner.measure.verify_edges(runtime, kernel) == (
-        "at 65x65x33 with alpha -0.75 and beta 0: relative error nan exceeds 1e-04")
+        "at 65x66x67 with alpha -0.75 and beta 0: relative error nan exceeds 1e-04")
+
+
+# Two warps' worth of threads (64) on 32x32 blocks: a cheap kernel for the simulator, with square blocks.
+SQUARE = Config(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, unroll_k=4)
+
+
+@pytest.mark.parametrize("bound, mutated, error", [
+    (r"if (q\d+) < Nu:", r"if \1 < Mu:", "relative error nan"),
+    (r"(cb(?: \+ uint64\(\d+\))?) < Nu else", r"\1 < Mu else", "relative error"),
+], ids=["c-columns-stored-below-m", "b-columns-read-below-m"])
+def test_a_kernel_that_bounds_one_dimension_by_anothers_size_fails_the_edge_check(tmp_path, monkeypatch, bound,
+                                                                                 mutated, error):
+    """A kernel that bounds C's (or B's) columns by M is right wherever M = N, as in the edge check's
+    product for square blocks before (33x33x17 here), and wrong on products that tuner.matmul serves
+    with fewer rows than columns. The edge check's sizes now all differ, in both orders, so it fails."""
+    render = tuner.kernel.render
+
+    def mutant(*args, **keywords):
+        source, edits = re.subn(bound, mutated, render(*args, **keywords))
+        assert edits
+        return source
+
+    monkeypatch.setattr(tuner.kernel, "render", mutant)
+    runtime = open_runtime(CUDA, simulate=True)
+    reason = tuner.measure.verify_config(runtime, Space.of(CUDA, "float32"), SQUARE, tmp_path)
+    assert reason.startswith(f"at 33x34x35 with alpha -0.75 and beta 0: {error}")
 
 
 @pytest.mark.parametrize("where, status", [("load", "compile"), ("launch", "launch")])

@@ -62,10 +62,23 @@ class Family:
         """A and B as the kernel takes them (the same arrays, for this family)."""
         return A, B
 
-    def verification(self, config: Tiling, dtype: str) -> Problem:
-        """A small problem with edge tiles in every dimension and two k-tiles, to verify a
-        configuration on before trusting it."""
-        return self.problem(config.block_m + 1, config.block_n + 1, 2 * config.block_k + 1, dtype)
+    def verifications(self, config: Tiling, dtype: str) -> tuple[Problem, Problem]:
+        """Two small problems to verify a configuration on before trusting it, each with edge tiles
+        in every dimension and two k-tiles or more. Their sizes differ, in opposite orders (m < n < k,
+        then k < n < m), so that a bound of one dimension used for another's falls short in one of
+        them: a row or column left unwritten, or read as zeros."""
+        blocks = {"m": config.block_m, "n": config.block_n, "k": config.block_k}
+
+        def sizes(order: str) -> dict[str, int]:
+            """In `order`, each size the least above its block and the size before it that is no
+            multiple of its block."""
+            chosen, before = {}, 0
+            for name in order:
+                size = max(blocks[name], before) + 1
+                chosen[name] = before = size + (size % blocks[name] == 0)
+            return chosen
+
+        return tuple(self.problem(**sizes(order), dtype=dtype) for order in ("mnk", "knm"))
 
     def random_operands(self, problem: Problem, rng: np.random.Generator, dtype: str) -> tuple:
         """Host operands with entries uniform in [-1, 1]."""

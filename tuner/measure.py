@@ -28,7 +28,7 @@ class Protocol:
     batch: int  # repetitions per batch; a second batch is the first stability check
     max_reps: int
     stable: float  # stop once one more batch moves the median by less than this fraction
-    edges: bool = True  # verify also on a small product with edge tiles, alpha and beta (verify_edges)
+    edges: bool = True  # verify also on small products with edge tiles, alpha and beta (verify_edges)
 
 
 GPU_PROTOCOL = Protocol(warmup_seconds=0.05, batch=10, max_reps=200, stable=0.005)
@@ -113,17 +113,17 @@ def verify(runtime: Runtime, kernel: Kernel, operands: Operands, tolerance: floa
 
 
 def verify_edges(runtime: Runtime, kernel: Kernel) -> str:
-    """Why `kernel` is wrong on its family's small product with edge tiles in every dimension
-    (Family.verification), computed both ways a kernel writes C: ALPHA * A @ B into a
+    """Why `kernel` is wrong on its family's small products with edge tiles in every dimension
+    (Family.verifications), each computed both ways a kernel writes C: ALPHA * A @ B into a
     NaN-poisoned C (beta 0: C is not read), and ALPHA * A @ B + BETA * C into a random C; or ""
     when it is right there."""
     space = kernel.space
-    problem = space.family.verification(kernel.config, space.precision.name)
-    for beta in (0.0, BETA):
-        operands = Operands.fresh(runtime, space, problem, seed=0, alpha=ALPHA, beta=beta)
-        _, wrong = verify(runtime, kernel, operands, space.family.tolerance(space.precision))
-        if wrong:
-            return f"at {problem.shape_text} with alpha {ALPHA} and beta {beta:g}: {wrong}"
+    for problem in space.family.verifications(kernel.config, space.precision.name):
+        for beta in (0.0, BETA):
+            operands = Operands.fresh(runtime, space, problem, seed=0, alpha=ALPHA, beta=beta)
+            _, wrong = verify(runtime, kernel, operands, space.family.tolerance(space.precision))
+            if wrong:
+                return f"at {problem.shape_text} with alpha {ALPHA} and beta {beta:g}: {wrong}"
     return ""
 
 

@@ -179,7 +179,7 @@ class Library:
 
     def _verified(self, space: Space, choice: Choice) -> bool:
         """Whether a configuration tuned under other software computes correctly here, checked once
-        on a product with edge tiles in every dimension; said in a warning either way."""
+        on small products with edge tiles in every dimension; said in a warning either way."""
         key = (choice.path, choice.config)
         if key not in self.verified:
             check = verify_config(self.runtime, space, choice.config, self.kernels)

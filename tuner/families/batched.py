@@ -2,7 +2,7 @@
 in one launch with the batch on the grid's z axis, as np.matmul takes stacks: (b, m, k) @ (b, k, n),
 or one 2-D operand broadcast against a stack of the other."""
 import argparse
-from dataclasses import dataclass
+import dataclasses
 
 from ..arrays import stack_of_one
 from ..config import Tiling
@@ -14,7 +14,7 @@ from ..problem import Problem
 GRID_LAYERS = 65535
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class BatchedProblem(Problem):
     """`batch` independent GEMMs of one shape and dtype."""
 
@@ -79,9 +79,9 @@ class Batched(Family):
         """A and B as stacks: a 2-D operand becomes a stack of one, which the kernel broadcasts."""
         return tuple(stack_of_one(operand) if len(operand.shape) == 2 else operand for operand in (A, B))
 
-    def verification(self, config: Tiling, dtype: str) -> BatchedProblem:
-        """Three products with edge tiles in every dimension and two k-tiles."""
-        return BatchedProblem(config.block_m + 1, config.block_n + 1, 2 * config.block_k + 1, dtype, batch=3)
+    def verifications(self, config: Tiling, dtype: str) -> tuple[BatchedProblem, BatchedProblem]:
+        """The matmul family's two problems (Family.verifications), each as a stack of three products."""
+        return tuple(dataclasses.replace(problem, batch=3) for problem in super().verifications(config, dtype))
 
     def parts(self, A, B, C, config: Tiling, grid_rows: int) -> list[tuple]:
         """One launch per GRID_LAYERS products of the stack and per band of rows that fits a grid's
