@@ -225,6 +225,29 @@ def test_a_kernel_that_bounds_one_dimension_by_anothers_size_fails_the_edge_chec
     assert reason.startswith(f"at 33x34x35 with alpha -0.75 and beta 0: {error}")
 
 
+@pytest.mark.parametrize("mutant, reason", [
+    ("", ""),
+    ("B3[z if A3.shape[0] > 1 else 0]",
+     "at 3x17x18x19 (A one matrix, broadcast) with alpha -0.75 and beta 0: relative error"),
+], ids=["right", "b-layer-chosen-by-a-stack"])
+def test_the_batched_edge_check_broadcasts_an_operand(tmp_path, monkeypatch, mutant, reason):
+    """tuner.matmul passes a 2-D operand to a batched kernel as a stack of one, which the kernel
+    broadcasts; a kernel that picks B's layer by A's stack is right on two full stacks, as the edge
+    check had them, and wrong there. The check's first product has A one matrix, its second B."""
+    render = tuner.kernel.render
+
+    def rendered(*args, **keywords):
+        source = render(*args, **keywords)
+        assert "B3[z if B3.shape[0] > 1 else 0]" in source
+        return source.replace("B3[z if B3.shape[0] > 1 else 0]", mutant) if mutant else source
+
+    monkeypatch.setattr(tuner.kernel, "render", rendered)
+    runtime = open_runtime(CUDA, simulate=True)
+    small = Config(block_m=16, block_n=16, thread_m=4, thread_n=2)  # 32 threads: cheap to simulate
+    found = tuner.measure.verify_config(runtime, Space.of(CUDA, "float32", "batched"), small, tmp_path)
+    assert found.startswith(reason) and bool(found) == bool(reason)
+
+
 @pytest.mark.parametrize("where, status", [("load", "compile"), ("launch", "launch")])
 def test_build_and_launch_failures_are_recorded_with_the_reason(tmp_path, monkeypatch, where, status):
     def broken(*args):

@@ -62,9 +62,10 @@ class Family:
         """A and B as the kernel takes them (the same arrays, for this family)."""
         return A, B
 
-    def verifications(self, config: Tiling, dtype: str) -> tuple[Problem, Problem]:
+    def verifications(self, config: Tiling, dtype: str) -> tuple[tuple[Problem, str], ...]:
         """Two small problems to verify a configuration on before trusting it, each with edge tiles
-        in every dimension and two k-tiles or more. Their sizes differ, in opposite orders (m < n < k,
+        in every dimension and two k-tiles or more, and the operand of each that is one matrix,
+        broadcast ("": none, in this family). Their sizes differ, in opposite orders (m < n < k,
         then k < n < m), so that a bound of one dimension used for another's falls short in one of
         them: a row or column left unwritten, or read as zeros."""
         blocks = {"m": config.block_m, "n": config.block_n, "k": config.block_k}
@@ -78,7 +79,7 @@ class Family:
                 chosen[name] = before = size + (size % blocks[name] == 0)
             return chosen
 
-        return tuple(self.problem(**sizes(order), dtype=dtype) for order in ("mnk", "knm"))
+        return tuple((self.problem(**sizes(order), dtype=dtype), "") for order in ("mnk", "knm"))
 
     def random_operands(self, problem: Problem, rng: np.random.Generator, dtype: str) -> tuple:
         """Host operands with entries uniform in [-1, 1]."""

@@ -55,11 +55,13 @@ class Operands:
 
     @classmethod
     def fresh(cls, runtime: Runtime, space: Space, problem: Problem, seed: int, alpha: float = 1.0,
-              beta: float = 0.0) -> "Operands":
+              beta: float = 0.0, shared: str = "") -> "Operands":
         """Operands of `problem` drawn with `seed`, for C = alpha * A @ B + beta * C: into a
-        NaN-poisoned C where beta is 0, else into a random one."""
+        NaN-poisoned C where beta is 0, else into a random one. The operand `shared` names ("A" or
+        "B", of a family of stacks) is its stack's first matrix alone, which the kernel broadcasts."""
         rng, family = np.random.default_rng(seed), space.family
-        A, B = family.random_operands(problem, rng, space.precision.input)
+        A, B = (operand[:1] if name == shared else operand
+                for name, operand in zip("AB", family.random_operands(problem, rng, space.precision.input)))
         product, scale = family.reference(A, B), family.reference(np.abs(A), np.abs(B))
         if alpha != 1:  # in place: at 4096² each is 128 MiB
             product *= alpha
@@ -114,16 +116,17 @@ def verify(runtime: Runtime, kernel: Kernel, operands: Operands, tolerance: floa
 
 def verify_edges(runtime: Runtime, kernel: Kernel) -> str:
     """Why `kernel` is wrong on its family's small products with edge tiles in every dimension
-    (Family.verifications), each computed both ways a kernel writes C: ALPHA * A @ B into a
-    NaN-poisoned C (beta 0: C is not read), and ALPHA * A @ B + BETA * C into a random C; or ""
-    when it is right there."""
+    (Family.verifications, an operand broadcast where the family has stacks), each computed both
+    ways a kernel writes C: ALPHA * A @ B into a NaN-poisoned C (beta 0: C is not read), and
+    ALPHA * A @ B + BETA * C into a random C; or "" when it is right there."""
     space = kernel.space
-    for problem in space.family.verifications(kernel.config, space.precision.name):
+    for problem, shared in space.family.verifications(kernel.config, space.precision.name):
+        broadcast = f" ({shared} one matrix, broadcast)" if shared else ""
         for beta in (0.0, BETA):
-            operands = Operands.fresh(runtime, space, problem, seed=0, alpha=ALPHA, beta=beta)
+            operands = Operands.fresh(runtime, space, problem, seed=0, alpha=ALPHA, beta=beta, shared=shared)
             _, wrong = verify(runtime, kernel, operands, space.family.tolerance(space.precision))
             if wrong:
-                return f"at {problem.shape_text} with alpha {ALPHA} and beta {beta:g}: {wrong}"
+                return f"at {problem.shape_text}{broadcast} with alpha {ALPHA} and beta {beta:g}: {wrong}"
     return ""
 
 

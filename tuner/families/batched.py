@@ -79,9 +79,11 @@ class Batched(Family):
         """A and B as stacks: a 2-D operand becomes a stack of one, which the kernel broadcasts."""
         return tuple(stack_of_one(operand) if len(operand.shape) == 2 else operand for operand in (A, B))
 
-    def verifications(self, config: Tiling, dtype: str) -> tuple[BatchedProblem, BatchedProblem]:
-        """The matmul family's two problems (Family.verifications), each as a stack of three products."""
-        return tuple(dataclasses.replace(problem, batch=3) for problem in super().verifications(config, dtype))
+    def verifications(self, config: Tiling, dtype: str) -> tuple[tuple[BatchedProblem, str], ...]:
+        """The matmul family's two problems (Family.verifications), each as a stack of three products
+        with one operand a single matrix, broadcast: A in the first, B in the second."""
+        return tuple((dataclasses.replace(problem, batch=3), shared)
+                     for (problem, _), shared in zip(super().verifications(config, dtype), "AB"))
 
     def parts(self, A, B, C, config: Tiling, grid_rows: int) -> list[tuple]:
         """One launch per GRID_LAYERS products of the stack and per band of rows that fits a grid's
