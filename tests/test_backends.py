@@ -218,6 +218,21 @@ def test_a_numba_enable_cudasim_numba_cannot_read_is_refused_in_one_line(monkeyp
                        "Numba takes for 0 (off): set it to 1 to run on Numba's CUDA simulator, or unset it\n")
 
 
+@pytest.mark.parametrize("command", [["list"], ["show", "float32-8x8x8"], ["render", "--backend", "cuda"],
+                                     ["search", "--backend", "cuda", "--simulate", "--trials", "1"]],
+                         ids=["list", "show", "render", "search --simulate"])
+def test_a_numba_enable_cudasim_numba_cannot_read_is_refused_by_every_command_before_numba_warns(tmp_path, command):
+    """Commands that never open a runtime load Numba too, which warns of the value with a traceback
+    (and --simulate, which sets 1 itself, took it silently): each says the one line instead."""
+    environment = {**os.environ, "NUMBA_ENABLE_CUDASIM": "true", "TUNER_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "tuner", *command], cwd=tmp_path, env=environment,
+                          capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stderr) == (2, f"tuner {command[0]}: error: NUMBA_ENABLE_CUDASIM='true' is not a "
+                                                 "whole number, which Numba takes for 0 (off): set it to 1 to run on "
+                                                 "Numba's CUDA simulator, or unset it\n")
+    assert not (tmp_path / "cache").exists()
+
+
 def test_tuner_matmul_on_a_gpu_host_runs_on_the_simulator_that_numba_enable_cudasim_2_turns_on(tmp_path):
     """NUMBA_ENABLE_CUDASIM=2 turns Numba's simulator on: tuner.matmul runs there, rather than
     refusing Numba's simulator as if it stood in for the GPU (the driver's count faked)."""

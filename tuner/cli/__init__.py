@@ -243,13 +243,18 @@ def _nowhere():
 
 
 def _run(args) -> int:
-    """Run the parsed command: its exit status, a user's mistake said in one line, and a stop
-    with what the command keeps (its `on_stop` default, where it sets one)."""
+    """Run the parsed command: its exit status, a user's mistake said in one line (a NUMBA_ENABLE_CUDASIM
+    that Numba cannot read too, whatever the command), and a stop with what the command keeps (its
+    `on_stop` default, where it sets one)."""
+    from .. import simulator
     from ..stopping import Terminated
     from ..storage import redacted
     from .arguments import from_environment
 
     try:
+        # A NUMBA_ENABLE_CUDASIM that Numba cannot read is refused here, before a command loads Numba,
+        # which would warn of it with a traceback and take it for 0.
+        simulator.enabled()
         return args.run(args) or 0
     except (BrokenPipeError, OutputError):
         raise
