@@ -191,7 +191,7 @@ def test_a_numba_config_file_that_turns_the_simulator_on_is_refused_in_place_of_
 
 
 @pytest.mark.parametrize("value, on", [("1", True), (" 1", True), ("01", True), ("2", True), ("-1", True),
-                                       ("0", False), ("", False)])
+                                       ("0", False)])
 def test_numba_enable_cudasim_is_read_as_numba_reads_it(monkeypatch, value, on):
     """A whole number, any but 0 on, as Numba's config reads it with int(): tuner must agree, or it
     would take Numba's simulator for a GPU (refused, on a GPU host) or say no GPU where Numba has one."""
@@ -201,10 +201,11 @@ def test_numba_enable_cudasim_is_read_as_numba_reads_it(monkeypatch, value, on):
     assert simulator.enabled() is on
 
 
-@pytest.mark.parametrize("value", ["true", "yes", "false", "on", "1.0"])
+@pytest.mark.parametrize("value", ["true", "yes", "false", "on", "1.0", "", " "])
 def test_a_numba_enable_cudasim_numba_cannot_read_is_refused_in_one_line(monkeypatch, capsys, value):
     """Numba would take it for 0 (off) with a warning that carries a traceback, the user having
-    meant the simulator, likely: every command refuses it in one line saying to set 1 or unset it."""
+    meant the simulator, likely (an empty one is warned of too: unset is how to say off): every
+    command refuses it in one line saying to set 1 or unset it."""
     from tuner import simulator
     from tuner.cli import main
 

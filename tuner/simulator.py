@@ -37,11 +37,14 @@ _CODEGEN_ONLY_OPTIONS = ("launch_bounds", "max_registers")
 
 def enabled() -> bool:
     """Whether this process runs (or will run) numba.cuda as the simulator: NUMBA_ENABLE_CUDASIM
-    read as Numba reads it, a whole number, any but 0 turning it on (" 1" and "2" too); unset or
-    empty, off. ValueError for another value, which Numba would take for 0 with a warning."""
-    value = os.environ.get("NUMBA_ENABLE_CUDASIM", "")
+    read as Numba reads it, a whole number, any but 0 turning it on (" 1" and "2" too); unset, off.
+    ValueError for another value (empty too), which Numba would take for 0 with a warning that
+    carries a traceback."""
+    value = os.environ.get("NUMBA_ENABLE_CUDASIM")
+    if value is None:
+        return False
     try:
-        return bool(value) and int(value) != 0
+        return int(value) != 0
     except ValueError:
         raise ValueError(f"NUMBA_ENABLE_CUDASIM={value!r} is not a whole number, which Numba takes for 0 (off): "
                          "set it to 1 to run on Numba's CUDA simulator, or unset it") from None
