@@ -1,5 +1,6 @@
 """Device fingerprints and cache records: distinct keys, atomic locked writes, clear read errors."""
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -86,6 +87,7 @@ def test_an_edit_of_a_partial_a_template_includes_or_imports_changes_the_templat
                  "mma.cu": ""}
     environment = jinja2.Environment(loader=jinja2.DictLoader(templates))
     monkeypatch.setattr(source, "_environment", lambda: environment)
+    monkeypatch.setattr(source, "_references", functools.cache(source._references.__wrapped__))  # none read yet
     read = devices._read
     monkeypatch.setattr(devices, "_read", lambda package, name: templates[name].encode()
                         if package == "tuner.templates" else read(package, name))
@@ -93,6 +95,20 @@ def test_an_edit_of_a_partial_a_template_includes_or_imports_changes_the_templat
     before = templates_hash()
     templates["macros.j2"] += "#"
     assert templates_hash() != before
+
+
+def test_each_template_is_parsed_once_however_many_fingerprints_are_made(monkeypatch):
+    """Finding the templates a family's extends or includes parses them, which costs far more than
+    hashing them: once per process, not at each device described (tuner devices on a host of many
+    GPUs, each product of a regenerate)."""
+    from tuner import source
+
+    environment, parsed = source._environment(), []
+    parse = environment.parse
+    monkeypatch.setattr(environment, "parse", lambda text, *rest: parsed.append(text) or parse(text, *rest))
+    for _ in range(3):
+        describe_simulator("cuda")
+    assert len(parsed) == len(set(parsed)) <= 2, len(parsed)
 
 
 def test_the_cuda_c_the_kernels_link_includes_no_header():

@@ -20,15 +20,22 @@ def _environment() -> jinja2.Environment:
 def template_closure(name: str) -> set[str]:
     """The template `name` with every template it extends, includes or imports, at any depth (a
     name computed as it renders cannot be followed: the templates use none)."""
-    environment = _environment()
     found, ahead = set(), [name]
     while ahead:
         current = ahead.pop()
         if current not in found:
             found.add(current)
-            source, _, _ = environment.loader.get_source(environment, current)
-            ahead += [named for named in meta.find_referenced_templates(environment.parse(source)) if named]
+            ahead += _references(current)
     return found
+
+
+@cache
+def _references(name: str) -> tuple[str, ...]:
+    """The templates the installed template `name` extends, includes or imports by name, parsed once
+    per process: the fingerprint of each device described asks again."""
+    environment = _environment()
+    source, _, _ = environment.loader.get_source(environment, name)
+    return tuple(named for named in meta.find_referenced_templates(environment.parse(source)) if named)
 
 
 def _tile_loads(threads: int, rows: int, cols: int) -> list[tuple[int, int]]:
