@@ -7,6 +7,7 @@ import json
 import contextlib
 import io
 import multiprocessing
+import os
 import shutil
 import sys
 import tempfile
@@ -355,19 +356,31 @@ def homeless(monkeypatch):
     cache._user_cache_dir.cache_clear()
 
 
-def test_without_a_home_directory_the_cache_asks_for_one_in_one_line(homeless, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("platformdirs_version", ["current", "older"])
+def test_without_a_home_directory_the_cache_asks_for_one_in_one_line(homeless, tmp_path, monkeypatch, capsys,
+                                                                      platformdirs_version):
     """The user cache directory cannot be found: every command that uses the cache says to set
     TUNER_CACHE_DIR or HOME in one line, and tuner.matmul raises that ValueError, not platformdirs'
-    RuntimeError with its traceback; a TUNER_CACHE_DIR is used without any home."""
+    RuntimeError with its traceback, nor, with an older platformdirs that leaves the ~ it could not
+    expand, a cache in a folder '~' of the current directory; a TUNER_CACHE_DIR is used without any home."""
+    import platformdirs
+
     from tuner.cli import main
 
+    if platformdirs_version == "older":  # os.path.expanduser, which leaves ~ where no home is found
+        monkeypatch.setattr(platformdirs, "user_cache_dir", lambda name: os.path.expanduser(f"~/.cache/{name}"))
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="^no home directory to hold the cache .*: set TUNER_CACHE_DIR"):
         cache.cache_dir()
+    tuner.reload()
+    with pytest.raises(ValueError, match="^no home directory to hold the cache "):
+        tuner.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
     for command in (["list"], ["report"], ["search", "--backend", "cuda", "--simulate", "--trials", "1"]):
         assert main(command) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"tuner {command[0]}: error: no home directory to hold the cache (") and \
             err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
     monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
     assert cache.cache_dir() == tmp_path
 

@@ -80,11 +80,14 @@ def _user_cache_dir() -> Path:
     ValueError where there is no home to put it in (HOME unset or relative, and this user missing
     from the password database, as in a container run under an arbitrary user id)."""
     try:
-        return Path(platformdirs.user_cache_dir("tuner"))
+        found = Path(platformdirs.user_cache_dir("tuner"))
     except RuntimeError:  # platformdirs: "could not determine the home directory"
+        found = None
+    if found is None or not found.is_absolute():  # an older platformdirs leaves the ~ of a home it cannot find
         raise ValueError("no home directory to hold the cache (HOME is unset or not an absolute path, and this user "
                          "has no entry in the password database): set TUNER_CACHE_DIR (or --cache-dir) to a "
-                         "directory, or HOME to an absolute path") from None
+                         "directory, or HOME to an absolute path")
+    return found
 
 
 def shipped_dir() -> Path:
