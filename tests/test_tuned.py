@@ -68,6 +68,15 @@ def test_records_of_other_gpu_models_are_never_used_and_the_warning_names_the_re
     assert "tuner regenerate" not in str(caught[0].message)
 
 
+def test_the_untuned_warning_names_no_regenerate_that_would_skip_every_product_tuned_elsewhere(cache_dir):
+    """tuner regenerate skips a product too large for this device (here the simulator, as it refuses
+    256 cubed): where that is all another GPU model tuned, the warning names only tuner search."""
+    _store(cache_dir, H100, Problem(256, 256, 256), [(SMALL, 9000.0)])
+    with pytest.warns(tuner.UntunedWarning) as caught:
+        tuner.get_kernel(16, 16, 16)
+    assert "tuner search" in str(caught[0].message) and "tuner regenerate" not in str(caught[0].message)
+
+
 def test_a_record_of_this_gpu_model_under_other_software_is_used_once_verified(cache_dir):
     path = _store(cache_dir, OTHER_SOFTWARE, Problem(16, 16, 16), [(SMALL, 5.0)])
     with pytest.warns(tuner.OtherSoftwareWarning, match="under other software .driver another -> none, numba 0.1 -> "
