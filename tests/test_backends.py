@@ -192,13 +192,18 @@ def test_a_numba_config_file_that_turns_the_simulator_on_is_refused_in_place_of_
 
 @pytest.mark.parametrize("value, on", [("1", True), (" 1", True), ("01", True), ("2", True), ("-1", True),
                                        ("0", False)])
-def test_numba_enable_cudasim_is_read_as_numba_reads_it(monkeypatch, value, on):
+def test_numba_enable_cudasim_is_read_as_numba_reads_it(monkeypatch, capsys, value, on):
     """A whole number, any but 0 on, as Numba's config reads it with int(): tuner must agree, or it
     would take Numba's simulator for a GPU (refused, on a GPU host) or say no GPU where Numba has one."""
     from tuner import simulator
 
     monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", value)
     assert simulator.enabled() is on
+    if on:  # tuner devices says why it probed no GPU with the value as it is
+        from tuner.cli import main
+
+        assert main(["devices", "--backend", "cuda"]) == 0
+        assert capsys.readouterr().err == f"cuda: GPUs not probed: NUMBA_ENABLE_CUDASIM={value}\n"
 
 
 @pytest.mark.parametrize("value", ["true", "yes", "false", "on", "1.0", "", " "])

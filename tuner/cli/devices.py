@@ -1,5 +1,6 @@
 """`tuner devices`: the devices found, the simulator's included, and their fingerprints."""
 import json
+import os
 import sys
 
 from ..backends import BACKENDS, get_backend
@@ -12,7 +13,8 @@ def _devices(args) -> int:
     chosen = chosen_backend(args.backend)
     for name in ([chosen] if chosen else list(BACKENDS)):
         if simulator.enabled():
-            print(f"{name}: GPUs not probed: NUMBA_ENABLE_CUDASIM=1", file=sys.stderr)
+            print(f"{name}: GPUs not probed: NUMBA_ENABLE_CUDASIM={os.environ['NUMBA_ENABLE_CUDASIM']}",
+                  file=sys.stderr)
         else:
             try:
                 found += [device.as_dict() for device in open_runtime(get_backend(name)).devices()]
