@@ -150,8 +150,8 @@ def test_under_a_permissive_umask_the_folders_tuner_makes_are_private(kernels, t
 
 @pytest.mark.parametrize("chosen_by, elsewhere", [
     ("TUNER_KERNEL_DIR", "set TUNER_KERNEL_DIR to another directory"),
-    ("the cache directory", "give another cache directory (--cache-dir, TUNER_CACHE_DIR, tuner.matmul's cache_dir=), "
-                            "whose kernels/ holds them, or set TUNER_KERNEL_DIR to another directory")])
+    ("the cache directory", "give another cache directory (--cache-dir, TUNER_CACHE_DIR, tuner.get_kernel's "
+                            "cache_dir=), whose kernels/ holds them, or set TUNER_KERNEL_DIR to another directory")])
 def test_a_full_disk_names_the_file_and_what_chose_its_folder_and_leaves_no_temporary_file(
         kernels, monkeypatch, tmp_path, chosen_by, elsewhere):
     """Where TUNER_KERNEL_DIR is unset, the folder is the cache directory's kernels/: that is what to change."""
@@ -191,6 +191,21 @@ def _write_often(path, source: str, start) -> None:
     start.wait()
     for _ in range(100):
         kernel._write_atomically(path, source.encode())
+
+
+def test_a_kernel_directory_the_cache_directory_chose_names_the_settings_that_choose_another(kernels, monkeypatch):
+    """Where TUNER_KERNEL_DIR is unset, what to change is the cache directory, which tuner.get_kernel's
+    cache_dir= gives too (tuner.matmul takes none)."""
+    source = kernels[2]
+    monkeypatch.delenv("TUNER_KERNEL_DIR")
+    directory = kernel.kernel_dir()
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    directory.write_text("")
+    with pytest.raises(UnsafeKernelDirectory) as refused:
+        write_source(source)
+    assert str(refused.value) == (f"{directory} exists and is not a directory; set TUNER_CACHE_DIR (or --cache-dir, "
+                                  "tuner.get_kernel's cache_dir=) to a directory of your own, whose kernels/ tuner "
+                                  "creates with mode 700, or set TUNER_KERNEL_DIR to one")
 
 
 def test_writers_of_one_kernel_file_at_once_never_remove_each_others_temporary_file(kernels):

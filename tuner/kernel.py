@@ -56,8 +56,8 @@ def kernel_dir(cache_root: Path | None = None) -> Path:
 
 _OWN_KERNEL_DIR = "set TUNER_KERNEL_DIR to a directory of your own (tuner creates it with mode 700)"
 # Where TUNER_KERNEL_DIR is unset, the kernel directory is the cache directory's kernels/.
-_OWN_CACHE_DIR = ("set TUNER_CACHE_DIR (or --cache-dir, tuner.matmul's cache_dir=) to a directory of your own, whose "
-                  "kernels/ tuner creates with mode 700, or set TUNER_KERNEL_DIR to one")
+_OWN_CACHE_DIR = ("set TUNER_CACHE_DIR (or --cache-dir, tuner.get_kernel's cache_dir=) to a directory of your own, "
+                  "whose kernels/ tuner creates with mode 700, or set TUNER_KERNEL_DIR to one")
 _OWN_NUMBA_CACHE = ("unset NUMBA_CACHE_DIR (and the cache_dir of a .numba_config.yaml in the current directory), "
                     "or set it to a directory of your own")
 
@@ -246,8 +246,8 @@ def _write_atomically(path: Path, content: bytes) -> None:
             disk.write_atomically(path, content)
     except OSError as error:
         elsewhere = ("set TUNER_KERNEL_DIR to another directory" if os.environ.get("TUNER_KERNEL_DIR") else
-                     "give another cache directory (--cache-dir, TUNER_CACHE_DIR, tuner.matmul's cache_dir=), whose "
-                     "kernels/ holds them, or set TUNER_KERNEL_DIR to another directory")
+                     "give another cache directory (--cache-dir, TUNER_CACHE_DIR, tuner.get_kernel's cache_dir=), "
+                     "whose kernels/ holds them, or set TUNER_KERNEL_DIR to another directory")
         raise UnsafeKernelDirectory(f"cannot write the kernel file {path} ({error.strerror or error}); check the "
                                     f"disk space and what is at that path, or {elsewhere}") from None
 
