@@ -30,6 +30,7 @@ import numpy as np
 
 from . import cache, disk, simulator
 from .arrays import scalar, sharing
+from .backends import by_module
 from .config import Tiling
 from .source import render
 from .space import Space
@@ -198,11 +199,11 @@ def _numba_cache_dir(directory: Path, module: str) -> Path:
     .numba_config.yaml in the current directory, which Numba reads too), else the `__pycache__`
     beside the files. numba-cuda keeps a configuration of its own beside Numba's; both are read
     again, as their compilers read them before each compile, and each one set is checked, once
-    the configuration file is (check_numba_config). Where the kernels are numba.cuda's (`module`
-    is "cuda") and it compiles them (not in the simulator's process), the setting FORCE_CUDA_CC of
-    the configuration it reads (numba-cuda's, else that of the numba.cuda built into Numba, which is
+    the configuration file is (check_numba_config). Where numba.`module` compiles the kernels (not
+    in the simulator's process), its backend's forced_target (numba.cuda's FORCE_CUDA_CC) in the
+    configuration it reads (numba-cuda's, else that of the numba.cuda built into Numba, which is
     Numba's own) is refused: it would compile for that compute capability, not the one tuner
-    compiles and counts for, and cache the kernels as the GPU's. numba-hip never reads it."""
+    compiles and counts for, and cache the kernels as the GPU's. numba-hip has no such setting."""
     check_numba_config()
     configs = []
     for name in ("numba.cuda.core.config", "numba.core.config"):
@@ -210,10 +211,11 @@ def _numba_cache_dir(directory: Path, module: str) -> Path:
             config = importlib.import_module(name)
             config.reload_config()
             configs.append(config)
-    if module == "cuda" and configs[0].FORCE_CUDA_CC and not simulator.simulating():
+    forced = by_module(module).forced_target
+    if forced and getattr(configs[0], forced) and not simulator.simulating():
         raise UnsafeKernelDirectory(
-            f"Numba's configuration sets FORCE_CUDA_CC (NUMBA_FORCE_CUDA_CC, or force_cuda_cc in "
-            f"{Path.cwd() / _NUMBA_CONFIG}), so numba.cuda would compile the kernels for that compute "
+            f"Numba's configuration sets {forced} (NUMBA_{forced}, or {forced.lower()} in "
+            f"{Path.cwd() / _NUMBA_CONFIG}), so numba.{module} would compile the kernels for that compute "
             "capability, not the one tuner compiles and counts them for; unset it")
     chosen = [private_dir(Path(config.CACHE_DIR), _OWN_NUMBA_CACHE, "Numba's cache directory")
               for config in configs if config.CACHE_DIR]

@@ -9,7 +9,7 @@ from .base import Backend, Limits, NoDevice
 from .cuda import CUDA
 from .hip import ROC
 
-__all__ = ["BACKENDS", "CUDA", "ROC", "SIMULATOR_DEFAULT", "Backend", "Limits", "NoDevice", "get_backend"]
+__all__ = ["BACKENDS", "CUDA", "ROC", "SIMULATOR_DEFAULT", "Backend", "Limits", "NoDevice", "by_module", "get_backend"]
 
 BACKENDS = {backend.name: backend for backend in (CUDA, ROC)}
 SIMULATOR_DEFAULT = CUDA.name  # the backend the simulator stands in for when none is named
@@ -21,3 +21,8 @@ def get_backend(name: str) -> Backend:
         return BACKENDS[name]
     except KeyError:
         raise ValueError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}") from None
+
+
+def by_module(module: str) -> Backend:
+    """The backend whose kernels import numba.`module` ("cuda", "hip")."""
+    return next(backend for backend in BACKENDS.values() if backend.module == module)

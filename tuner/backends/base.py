@@ -47,6 +47,9 @@ class Backend:
     install: str  # how to install its Numba module
     driver_init: str  # the driver library's initialisation function
     driver_count: str  # the driver library's device-count function
+    # The setting of the Numba configuration its module reads that compiles for another GPU than the
+    # one in use (refused: tuner/kernel.py), "" where it has none.
+    forced_target: str
 
     @property
     def fixed(self) -> dict:

@@ -110,6 +110,7 @@ ROC = HipBackend(
     # alignment= does not compile, and vector fragments stay out of the ROC space.
     shared_alignment=False,
     visible_devices="HIP_VISIBLE_DEVICES",
+    forced_target="",  # numba-hip compiles for the current device's amdgpu_arch
     compiles_without_gpu=False,  # numba-hip compiles for the current device's amdgpu_arch
     counts_resources=False,
     # HIP counts an RDNA part's work-group processors (two compute units each) as its multiprocessors,
