@@ -250,7 +250,8 @@ BAD = {
     "a vector": ((F32[0], F32.T), {}, ValueError,
                  "2-D matrices or 3-D stacks of them .*, but A is 1-D and B is 2-D; reshape"),
     "a stack of 4-D": ((np.ones((2, 2, 4, 3), np.float32), F32.T), {}, ValueError,
-                       r"A is 4-D and B is 2-D; reshape a deeper stack S into one, as S.reshape\(-1, \*S.shape"),
+                       r"A is 4-D and B is 2-D; reshape a deeper stack S into one, as S.reshape\(-1, \*S.shape.*"
+                       r"and the result R back, as R.reshape\(\*S.shape\[:-2\], \*R.shape\[-2:\]\)$"),
     "a scalar": ((np.float32(2), F32.T), {}, ValueError, "A is 0-D and B is 2-D; a scalar s is no operand: pass it as"),
     "integers": ((np.ones((4, 3), int), np.ones((3, 2), int)), {}, TypeError, "int64 matrices are not supported"),
     "complex": ((F32.astype(complex), F32.T.astype(complex)), {}, TypeError, "complex128 matrices"),

@@ -173,7 +173,9 @@ def family_for(a_dims: int, b_dims: int) -> Family:
     if 0 in (a_dims, b_dims):
         hint = "a scalar s is no operand: pass it as alpha=s"
     elif max(a_dims, b_dims) > deepest:
-        hint = "reshape a deeper stack S into one, as S.reshape(-1, *S.shape[-2:])"
+        hint = ("reshape a deeper stack S into one, as S.reshape(-1, *S.shape[-2:]) (np.broadcast_to first where "
+                "A's and B's leading dimensions differ), and the result R back, as R.reshape(*S.shape[:-2], "
+                "*R.shape[-2:])")
     else:
         hint = "reshape them (a vector v as v.reshape(1, -1) or v.reshape(-1, 1))"
     raise ValueError(f"tuner.matmul multiplies {taken}, but A is {a_dims}-D and B is {b_dims}-D; {hint}")
