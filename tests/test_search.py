@@ -17,6 +17,7 @@ from tuner import cache
 from tuner.backends import CUDA, ROC
 from tuner.cli import main
 from tuner.config import Config
+from tuner.families.batched import BatchedProblem
 from tuner.problem import Problem
 from tuner.runtime import open_runtime
 from tuner.sampler import Options, make_sampler
@@ -246,6 +247,93 @@ def test_the_batched_edge_check_broadcasts_an_operand(tmp_path, monkeypatch, mut
     small = Config(block_m=16, block_n=16, thread_m=4, thread_n=2)  # 32 threads: cheap to simulate
     found = tuner.measure.verify_config(runtime, Space.of(CUDA, "float32", "batched"), small, tmp_path)
     assert found.startswith(reason) and bool(found) == bool(reason)
+
+
+def _past_the_end(C) -> np.ndarray:
+    """The elements after C's last in the simulated device buffer C is a view of (none where C is
+    the whole buffer): where a kernel's store bound of one too many writes, on a GPU, unchecked.
+    The simulator's device arrays wrap NumPy arrays, which know their buffer."""
+    view = C._ary
+    buffer = view
+    while isinstance(buffer.base, np.ndarray):
+        buffer = buffer.base
+    end = view.__array_interface__["data"][0] + view.nbytes - buffer.__array_interface__["data"][0]
+    return buffer.reshape(-1).view(np.uint8)[end:].view(view.dtype)
+
+
+def _writes_past_the_end(elements):
+    """A launch that writes the right product into C, and 1.0 into the `elements(C)` elements after it."""
+    def launch(A, B, C, alpha, beta):
+        host = [array.copy_to_host().astype(np.float64) for array in (A, B, C)]
+        C.copy_to_device((alpha * np.matmul(host[0], host[1]) + _plus_beta_c(beta, host[2])).astype(C.dtype))
+        _past_the_end(C)[:elements(C)] = 1.0
+    return launch
+
+
+# How far past C a store bound of one too many writes: a row (r <= M), or C[M - 1, N] alone (q <= N at the last row).
+_OVERRUNS = {"row": lambda C: tuple(C.shape)[-1], "element": lambda C: 1}
+
+
+@pytest.mark.parametrize("family, shape", [("matmul", "65x66x67"), ("batched", "3x65x66x67 (A one matrix, broadcast)")])
+@pytest.mark.parametrize("overrun", ["row", "element", "none"])
+def test_verification_fails_a_kernel_that_writes_past_the_end_of_c(tmp_path, family, shape, overrun):
+    """A GPU does not check bounds: a kernel whose store bound is one too many writes past C, after
+    a stack's last matrix, over whatever memory follows, while C itself is right. Verification's C
+    is the front of a buffer whose tail is a guard band, and a change there fails the kernel."""
+    runtime = open_runtime(CUDA, simulate=True)
+    space = Space.of(CUDA, "float32", family)
+    elements = _OVERRUNS.get(overrun, lambda C: 0)
+    kernel = dataclasses.replace(tuner.measure.load(space, FIRST, tmp_path),
+                                 function=_Launches(_writes_past_the_end(elements)))
+    written = {"row": 66, "element": 1, "none": 0}[overrun]
+    assert tuner.measure.verify_edges(runtime, kernel) == (
+        f"at {shape} with alpha -0.75 and beta 0: wrote past the end of C: {written} of the "
+        f"{66 + tuner.measure.GUARD_ELEMENTS} elements after it" if written else "")
+
+
+def test_the_search_fails_a_kernel_that_writes_past_the_end_of_c(tmp_path, monkeypatch):
+    """The search's own verification, at the searched shape, has the guard band too."""
+    _plant(monkeypatch, FIRST, _Launches(_writes_past_the_end(_OVERRUNS["row"])))
+    runtime = open_runtime(CUDA, simulate=True)
+    space = Space.of(CUDA, "float32")
+    operands = tuner.measure.Operands.fresh(runtime, space, PROBLEM, seed=0)
+    measured = tuner.measure.measure(runtime, space, PROBLEM, FIRST, operands, tuner.measure.SIMULATOR_PROTOCOL,
+                                     tmp_path).measurement
+    assert (measured.status, measured.reason) == (
+        "wrong", f"wrote past the end of C: 16 of the {16 + tuner.measure.GUARD_ELEMENTS} elements after it")
+
+
+class _Watched:
+    """Stands in for a Numba dispatcher: runs the real one, keeping each C it is launched on."""
+
+    def __init__(self, function):
+        self.function, self.seen = function, []
+
+    def __getitem__(self, launch_configuration):
+        def launch(A, B, C, alpha, beta):
+            self.seen.append(C)
+            self.function[launch_configuration](A, B, C, alpha, beta)
+        return launch
+
+
+@pytest.mark.parametrize("family, problem", [("matmul", Problem(17, 18, 19, "float32")),
+                                             ("batched", BatchedProblem(17, 18, 19, "float32", batch=2))])
+def test_a_right_kernel_passes_verification_on_a_view_typed_as_the_timed_c(tmp_path, family, problem):
+    """The guard band fails no right kernel, and the C the kernel gets is a C-contiguous view of
+    C's shape, of the Numba type of the C it is timed on (a whole device array): no other machine
+    code is verified than is timed."""
+    runtime = open_runtime(CUDA, simulate=True)
+    space = Space.of(CUDA, "float32", family)
+    small = Config(block_m=16, block_n=16, thread_m=4, thread_n=2)  # 32 threads: cheap to simulate
+    kernel = tuner.measure.load(space, small, tmp_path)
+    watched = _Watched(kernel.function)
+    operands = tuner.measure.Operands.fresh(runtime, space, problem, seed=0)
+    _, wrong = tuner.measure.verify(runtime, dataclasses.replace(kernel, function=watched), operands,
+                                    space.family.tolerance(space.precision))
+    timed = runtime.module.device_array(operands.reference.shape, dtype=space.precision.output)
+    assert wrong == "" and watched.seen
+    assert all(C.is_c_contiguous() and tuple(C.shape) == operands.reference.shape
+               and C._numba_type_ == timed._numba_type_ for C in watched.seen)
 
 
 @pytest.mark.parametrize("where, status", [("load", "compile"), ("launch", "launch")])

@@ -37,6 +37,9 @@ GPU_PROTOCOL = Protocol(warmup_seconds=0.05, batch=10, max_reps=200, stable=0.00
 SIMULATOR_PROTOCOL = Protocol(warmup_seconds=0.0, batch=2, max_reps=2, stable=1.0, edges=False)
 # The edge check's alpha and beta (verify_edges): exact in binary, neither the identity nor zero.
 ALPHA, BETA = -0.75, 0.5
+# verify's guard band, after C (after a stack's last matrix): one row of C, which a row bound of one
+# too many writes (r <= M), and this many elements more, which a column bound of one too many reaches too.
+GUARD_ELEMENTS = 32
 
 
 @dataclass(frozen=True)
@@ -93,18 +96,41 @@ def _resources(compiled) -> dict:
             "local_bytes": compiled.local_mem_per_thread}
 
 
+def _signalling_nan(dtype: np.dtype) -> int:
+    """The bits of a signalling NaN of the float `dtype`, the guard band's value: arithmetic never
+    yields one (it quiets a NaN), so whatever a kernel computes and stores there changes it."""
+    info = np.finfo(dtype)
+    return ((1 << info.nexp) - 1) << info.nmant | 1 << (info.nmant - 2)
+
+
+def _guarded(runtime: Runtime, shape: tuple[int, ...], dtype: str, values: np.ndarray | None) -> tuple:
+    """A C of `shape` and `dtype` on the device holding `values` (NaN where None), at the front of
+    a buffer whose tail is a guard band (one row of C and GUARD_ELEMENTS more) of signalling NaNs:
+    the buffer, and C as a C-contiguous view of it, which Numba types as the C that is timed (and
+    that tuner.matmul allocates), so the verified machine code is the timed one."""
+    size = int(np.prod(shape))
+    host = np.empty(size + shape[-1] + GUARD_ELEMENTS, dtype)
+    host[:size] = np.nan if values is None else values.reshape(-1)
+    host.view(f"u{host.itemsize}")[size:] = _signalling_nan(host.dtype)
+    buffer = runtime.module.to_device(host)
+    return buffer, buffer[:size].reshape(shape)
+
+
 def verify(runtime: Runtime, kernel: Kernel, operands: Operands, tolerance: float) -> tuple[float, str]:
-    """Run once and bound the error twice: over the whole result (the relative Frobenius error,
-    which catches an error spread thinly, such as rounded inputs) and in each element (its error
-    over its scale, which catches a wrong tile or element that the whole would dilute); (the
-    relative error, "") when correct."""
-    output = kernel.space.precision.output
-    before = np.full(operands.reference.shape, np.nan, dtype=output) if operands.C is None else operands.C
-    C = runtime.module.to_device(before)
+    """Run once, check that nothing past the end of C was written (its guard band: _guarded), and
+    bound the error twice: over the whole result (the relative Frobenius error, which catches an
+    error spread thinly, such as rounded inputs) and in each element (its error over its scale,
+    which catches a wrong tile or element that the whole would dilute); (the relative error, "")
+    when correct."""
+    buffer, C = _guarded(runtime, operands.reference.shape, kernel.space.precision.output, operands.C)
     kernel.bind(operands.A, operands.B, C, operands.alpha, operands.beta)()
+    guard = buffer[operands.reference.size:].copy_to_host()
+    overwritten = int(np.count_nonzero(guard.view(f"u{guard.itemsize}") != _signalling_nan(guard.dtype)))
     difference = C.copy_to_host().astype(np.float64)
     difference -= operands.reference
     error = float(np.linalg.norm(difference) / max(np.linalg.norm(operands.reference), 1e-300))
+    if overwritten:
+        return error, f"wrote past the end of C: {overwritten} of the {guard.size} elements after it"
     if not error <= tolerance:  # NaN fails too: an element the kernel never wrote
         return error, f"relative error {error:.3g} exceeds {tolerance:.0e}"
     np.abs(difference, out=difference)
