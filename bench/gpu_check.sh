@@ -3,7 +3,9 @@
 # From the repository root there, with .whl carried (bench/fetch_wheels.sh fills it here):
 # Each part starts with a preflight (a one-line kernel JIT-compiled and launched, the toolchain's
 # versions printed) and stops at once if that fails.
-#   bash bench/gpu_check.sh e2e $OUT     tuner devices; tuner search float32 and float64 at 4096^3,
+#   bash bench/gpu_check.sh e2e $OUT     tuner devices; bench/verification_mutants.py (planted kernel
+#                                        bugs that verification must fail: the guard band after C
+#                                        on a GPU); tuner search float32 and float64 at 4096^3,
 #                                        float32 at 1000^3 and a batch of 64 at 256^3; tuner list;
 #                                        bench/matmul_on_gpu.py
 #                                        (NumPy, Numba, CuPy against cuBLAS; first-call latency;
@@ -24,7 +26,7 @@
 # Writes $OUT/PART.log (every command with its exit status and output) and $OUT/PART.tar.gz (the
 # cache, the studies and the JSON outputs); the sweep's JSON lines also as $OUT/sweep-*.jsonl.
 # SIMULATE=1 runs it all on Numba's CUDA simulator with tiny shapes: a dry run, times meaningless.
-# On the H100 (2026-11-23) the parts took 334 s (e2e), 206 s (compare, before its search with no compile
+# On the H100 (2026-11-23) the parts took 334 s (e2e, before bench/verification_mutants.py was added), 206 s (compare, before its search with no compile
 # worker, about a minute more, was added), 424 s (tensor) and 507 s (sweep, SWEEP_BUDGET=500), plus
 # about a minute to start the machine for the first.
 set -uo pipefail
@@ -107,6 +109,9 @@ search_trials=("${trials[@]}")
 case $part in
 e2e)
   step "$python" -m tuner devices --json
+  # Verification must fail kernels with planted bugs, before any search trusts it: on a GPU, which
+  # checks no bounds, a store of one too many must change verify's guard band after C.
+  step "$python" bench/verification_mutants.py "$work/out/verification"
   step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${big[@]}" --timeout 100 "${search_trials[@]}"
   step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float64 --shape "${big[@]}" --timeout 100 "${search_trials[@]}"
   step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${odd[@]}" --timeout 45 "${search_trials[@]}"
