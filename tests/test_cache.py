@@ -385,6 +385,30 @@ def test_without_a_home_directory_the_cache_asks_for_one_in_one_line(homeless, t
     assert cache.cache_dir() == tmp_path
 
 
+
+@pytest.mark.parametrize("platformdirs_version", ["current", "older"])
+def test_a_relative_xdg_cache_home_is_ignored_whatever_platformdirs_version(tmp_path, monkeypatch,
+                                                                           platformdirs_version):
+    """The XDG specification says to ignore a relative $XDG_CACHE_HOME, as platformdirs does since
+    4.11.8; with an older one, which takes it, the cache is still ~/.cache/tuner, not a refusal
+    saying there is no home directory, nor a folder of the current directory."""
+    import platformdirs
+
+    def older(name):  # platformdirs before 4.11.8, on Linux
+        return os.path.join(os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.expanduser("~/.cache"), name)
+
+    if platformdirs_version == "older":
+        monkeypatch.setattr(platformdirs, "user_cache_dir", older)
+    monkeypatch.delenv("TUNER_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative")
+    cache._user_cache_dir.cache_clear()
+    try:
+        assert cache.cache_dir() == tmp_path / "home" / ".cache" / "tuner"
+    finally:
+        cache._user_cache_dir.cache_clear()
+
+
 WRITERS, ENTRIES = 8, 50
 SHARED = Problem(7, 7, 7)  # a record every writer writes into
 

@@ -77,12 +77,16 @@ def cache_dir(override: str | os.PathLike | None = None, option: str = "--cache-
 @functools.cache
 def _user_cache_dir() -> Path:
     """The platform's user cache directory for tuner, asked once: tuner.matmul looks it up per call.
-    ValueError where there is no home to put it in (HOME unset or relative, and this user missing
-    from the password database, as in a container run under an arbitrary user id)."""
+    A relative $XDG_CACHE_HOME is ignored, as the XDG specification says and platformdirs does since
+    4.11.8 (an older one takes it). ValueError where there is no home to put it in (HOME unset or
+    relative, and this user missing from the password database, as in a container run under an
+    arbitrary user id)."""
     try:
         found = Path(platformdirs.user_cache_dir("tuner"))
     except RuntimeError:  # platformdirs: "could not determine the home directory"
         found = None
+    if found == Path(os.environ.get("XDG_CACHE_HOME", ""), "tuner") and not found.is_absolute():
+        found = Path(os.path.expanduser("~/.cache/tuner"))  # platformdirs' default without it, on Linux
     if found is None or not found.is_absolute():  # an older platformdirs leaves the ~ of a home it cannot find
         raise ValueError("no home directory to hold the cache (HOME is unset or not an absolute path, and this user "
                          "has no entry in the password database): set TUNER_CACHE_DIR (or --cache-dir) to a "
