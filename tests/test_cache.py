@@ -385,7 +385,6 @@ def test_without_a_home_directory_the_cache_asks_for_one_in_one_line(homeless, t
     assert cache.cache_dir() == tmp_path
 
 
-
 @pytest.mark.parametrize("platformdirs_version", ["current", "older"])
 def test_a_relative_xdg_cache_home_is_ignored_whatever_platformdirs_version(tmp_path, monkeypatch,
                                                                            platformdirs_version):
