@@ -226,10 +226,45 @@ def test_a_kernel_that_bounds_one_dimension_by_anothers_size_fails_the_edge_chec
     assert reason.startswith(f"at 33x34x35 with alpha -0.75 and beta 0: {error}")
 
 
+@pytest.mark.parametrize("family", ["matmul", "batched"])
+@pytest.mark.parametrize("config", [Config(), SQUARE,
+                                    Config(block_m=16, block_n=16, block_k=16, thread_m=4, thread_n=2),
+                                    Config(block_m=16, block_n=32, block_k=64, thread_m=4, thread_n=4)],
+                         ids=["default", "square", "k-as-deep-as-the-block", "k-deeper-than-the-block"])
+def test_the_edge_check_has_edge_tiles_sizes_all_different_and_three_k_tiles(family, config):
+    """Whatever the block's shape (block_k as large as block_m or larger too), each product of the
+    edge check has a partial tile in every dimension and sizes that all differ, and the first has
+    three k-tiles or more, so that a double-buffered kernel's first buffer takes a second k-tile."""
+    space = Space.of(CUDA, "float32", family)
+    products = [problem for problem, _ in space.family.verifications(config, "float32")]
+    for problem in products:
+        sizes = {"m": problem.m, "n": problem.n, "k": problem.k}
+        assert len(set(sizes.values())) == 3
+        assert all(size % getattr(config, f"block_{name}") for name, size in sizes.items())
+        assert problem.k > config.block_k
+    assert products[0].k > 2 * config.block_k
+
+
+def test_a_double_buffered_kernel_whose_buffer_index_does_not_wrap_fails_the_edge_check(tmp_path, monkeypatch):
+    """A double-buffered kernel that takes k-tile kt's buffer as kt, not kt % 2, is right on two
+    k-tiles and indexes a third buffer on the third: the edge check's first product has three."""
+    render = tuner.kernel.render
+
+    def mutant(*args, **keywords):
+        source = render(*args, **keywords)
+        assert "s = uint64(kt & 1)" in source
+        return source.replace("s = uint64(kt & 1)", "s = uint64(kt)")
+
+    monkeypatch.setattr(tuner.kernel, "render", mutant)
+    runtime = open_runtime(CUDA, simulate=True)
+    deep = Config(block_m=16, block_n=16, block_k=16, thread_m=4, thread_n=2, double_buffer=True)  # 32 threads
+    assert "index 2 is out of bounds" in tuner.measure.verify_config(runtime, Space.of(CUDA, "float32"), deep, tmp_path)
+
+
 @pytest.mark.parametrize("mutant, reason", [
     ("", ""),
     ("B3[z if A3.shape[0] > 1 else 0]",
-     "at 3x17x18x19 (A one matrix, broadcast) with alpha -0.75 and beta 0: relative error"),
+     "at 3x17x18x33 (A one matrix, broadcast) with alpha -0.75 and beta 0: relative error"),
 ], ids=["right", "b-layer-chosen-by-a-stack"])
 def test_the_batched_edge_check_broadcasts_an_operand(tmp_path, monkeypatch, mutant, reason):
     """tuner.matmul passes a 2-D operand to a batched kernel as a stack of one, which the kernel

@@ -64,22 +64,24 @@ class Family:
 
     def verifications(self, config: Tiling, dtype: str) -> tuple[tuple[Problem, str], ...]:
         """Two small problems to verify a configuration on before trusting it, each with edge tiles
-        in every dimension and two k-tiles or more, and the operand of each that is one matrix,
-        broadcast ("": none, in this family). Their sizes differ, in opposite orders (m < n < k,
+        in every dimension and the operand of each that is one matrix, broadcast ("": none, in this
+        family): the first with three k-tiles or more (a double-buffered kernel's first buffer then
+        takes a second k-tile), the second with two. Their sizes differ, in opposite orders (m < n < k,
         then k < n < m), so that a bound of one dimension used for another's falls short in one of
         them: a row or column left unwritten, or read as zeros."""
-        blocks = {"m": config.block_m, "n": config.block_n, "k": config.block_k}
 
-        def sizes(order: str) -> dict[str, int]:
-            """In `order`, each size the least above its block and the size before it that is no
-            multiple of its block."""
+        def sizes(order: str, k_tiles: int) -> dict[str, int]:
+            """In `order`, each size the least above the size before it and above its block (above
+            k_tiles - 1 k-tiles for k) that is no multiple of its block."""
             chosen, before = {}, 0
             for name in order:
-                size = max(blocks[name], before) + 1
-                chosen[name] = before = size + (size % blocks[name] == 0)
+                block = getattr(config, f"block_{name}")
+                size = max(block * (k_tiles - 1 if name == "k" else 1), before) + 1
+                chosen[name] = before = size + (size % block == 0)
             return chosen
 
-        return tuple((self.problem(**sizes(order), dtype=dtype), "") for order in ("mnk", "knm"))
+        return tuple((self.problem(**sizes(order, k_tiles), dtype=dtype), "")
+                     for order, k_tiles in (("mnk", 3), ("knm", 2)))
 
     def random_operands(self, problem: Problem, rng: np.random.Generator, dtype: str) -> tuple:
         """Host operands with entries uniform in [-1, 1]."""
