@@ -9,7 +9,7 @@ The valid configurations are taken in one seeded random order, so the part measu
 budget is a uniform sample of the space, and a later run with --skip continues the same order.
 Worker processes compile ahead, as `tuner search --compile-workers` does (tuner/compile_ahead.py:
 the cubin goes into Numba's on-disk cache); the main process loads each kernel, verifies it
-against the float64 reference as the search does (at the product's shape, and on a small product
+against the float64 reference as the search does (at the product's shape, and on small products
 with edge tiles, alpha and beta: rows of sweeps before that check have no second verification),
 and times it through the search's own measure.measure (device events, caches flushed before each
 repetition), with the sweep's shorter protocol.

@@ -219,7 +219,7 @@ def measure(runtime: Runtime, space: Space, problem: Problem, config: Tiling, op
 
 def verify_config(runtime: Runtime, space: Space, config: Tiling, kernels: Path | None = None) -> str:
     """Why `config` does not compute correctly here (its compile or launch error, or its error on
-    verify_edges's product), or "" when it does."""
+    verify_edges's products), or "" when it does."""
     try:
         kernel = load(space, config, kernels)
         kernel.compile()
