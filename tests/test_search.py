@@ -574,8 +574,9 @@ def test_another_studys_record_is_replaced_though_this_studys_worker_died_measur
                        make_record(runtime.device, PROBLEM, [(killer, 1e9), (SEED, 1e8)]))
     died_measuring(_search(tmp_path, name="another"), killer, MAX_RETRIES + 1)
     search = _search(tmp_path, name="another")
-    with pytest.warns(UserWarning, match="made by study 'test' in test .*, having measured its configurations again, "
-                                         "but 1 configuration that this study's worker died measuring each time"):
+    with (pytest.warns(UserWarning, match="is not queued again: its worker died while measuring it"),
+          pytest.warns(UserWarning, match="made by study 'test' in test .*, having measured its configurations again, "
+                                          "but 1 configuration that this study's worker died measuring each time")):
         outcome = search.run(trials=2, timeout=None)
     assert outcome.record.study["name"] == "another" and search.kept_record() == (None, [])
     assert killer not in [entry.config for entry in outcome.record.ranked]
