@@ -194,6 +194,13 @@ class Stored:
     id: str  # <device dir>/<file stem>
     shipped: bool  # from the project's read-only records rather than the user's cache
 
+    def regenerated_on(self, device) -> bool:
+        """Whether `tuner regenerate` on `device` takes this record's product: not the simulator's
+        products on a GPU (no GPU's), nor one shipped only for another GPU model (tuner search tunes
+        it there if it is wanted)."""
+        found = self.record.device
+        return not (found.simulated and not device.simulated) and not (self.shipped and found.model != device.model)
+
 
 _REWRITE = "delete it; the next tuner search of its product writes it again"
 

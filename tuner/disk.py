@@ -26,8 +26,9 @@ def user_path(given: str | os.PathLike, setting: str = "") -> Path:
     it too); ValueError for a ~user that names no user here, which would otherwise be taken as a
     folder of that name in the current directory, and for a variable's value that starts or ends
     with whitespace (an environment file's stray space), which would name another folder."""
-    if setting and padded(str(given)):
-        raise ValueError(f"{setting}={str(given)!r} {padded(str(given))}, or unset {setting}")
+    stray = setting and padded(str(given))
+    if stray:
+        raise ValueError(f"{setting}={str(given)!r} {stray}, or unset {setting}")
     expanded = os.path.expanduser(given)
     if str(expanded).startswith("~"):
         raise ValueError(f"{setting + '=' if setting else ''}{given}: {str(expanded).split(os.sep)[0]} names no "

@@ -63,12 +63,8 @@ def regenerate(runtime: Runtime, root: Path, *, trials: int, seed: int = 0, comp
         say(f"skipping {error}")
     known: dict[Problem, list[cache.Stored]] = {}
     for stored in catalog.select(backend=runtime.backend.name):
-        found = stored.record
-        if found.device.simulated and not runtime.simulated:
-            continue  # the simulator's products are no GPU's
-        if stored.shipped and found.device.model != device.model:
-            continue  # shipped for another GPU model: tuner search tunes it here if it is wanted
-        known.setdefault(found.problem, []).append(stored)
+        if stored.regenerated_on(device):
+            known.setdefault(stored.record.problem, []).append(stored)
     changes, marked = [], _Marks(root / "studies" / f"{device.slug}.journal")
     for problem in sorted(known, key=lambda problem: problem.key):
         changes.append(_bring_up_to_date(runtime, root, problem, known[problem], marked, trials, seed,

@@ -222,12 +222,12 @@ class Library:
 
 def _elsewhere(catalog: cache.Catalog, runtime: Runtime) -> dict[tuple[str, str], list[str]]:
     """Of each (family, dtype), the names of the other GPU models of the backend whose records in the
-    user's cache `tuner regenerate` would re-tune on `runtime`'s device (the simulator's are no GPU's;
-    a product too large here is one it skips)."""
+    user's cache `tuner regenerate` would re-tune on `runtime`'s device (Stored.regenerated_on; a
+    product too large here is one it skips)."""
     names: dict[tuple[str, str], set[str]] = {}
     for stored in catalog.select(backend=runtime.backend.name):
         device, problem = stored.record.device, stored.record.problem
-        if (not stored.shipped and device.model != runtime.device.model and (runtime.simulated or not device.simulated)
+        if (stored.regenerated_on(runtime.device) and device.model != runtime.device.model
                 and not runtime.refuses(problem)):
             names.setdefault((stored.record.family, problem.dtype), set()).add(device.name)
     return {key: sorted(found) for key, found in names.items()}
