@@ -2,20 +2,24 @@
 
     python bench/verification_mutants.py OUTDIR
 
-Each mutation is an exact text replacement in the kernel that tuner.kernel.render gives for CONFIG
-(every occurrence replaced): a store guard of one too many, in rows and in columns; C's columns
-stored, or B's read, up to the other dimension's size; the last partial k-tile skipped; beta
-ignored; and, in the batched family, A never broadcast. Text that no longer occurs in the rendered
-source makes the mutation stale, never caught. Each mutant, and each family's unmutated kernel (the
-control, which must pass), is checked in a process of its own (a faulting kernel cannot spoil the
-next one's context) by verify_config (the edge check: Family.verifications) and by verify at an odd
-served shape (SERVED, alpha 1 and beta 0), recording for each whether it failed the kernel, its
-reason, and whether the launch raised. On the simulator an out-of-bounds access raises IndexError;
-a GPU checks no bounds, so there a mutant that writes only past the end of C must be failed by
-verify's guard band ("wrote past the end of C"). Writes OUTDIR/verification_mutants.json
-(provenance, the device's description, one row per mutation), prints a table, and exits 1 if a
-control fails, a mutant passes both checks, a mutation is stale, a check process dies, or on a GPU
-the guard band does not fail the mutants that write past C.
+Each mutation is an exact text replacement in the kernel that tuner.kernel.render gives for its
+configuration (every occurrence replaced): a store guard of one too many, in rows and in columns;
+C's columns stored, or B's read, up to the other dimension's size; the last partial k-tile skipped;
+beta ignored; in the batched family, A never broadcast; in a double-buffered kernel (DOUBLE_BUFFERED),
+k-tile kt read from buffer kt, not kt & 1, which only a third k-tile shows; and in a tensor-core
+(tf32) kernel (WARP_TILED), whose mma calls the simulator emulates, its own store guard of one row
+too many and its C fragments' columns one apart, not two. Text that no longer occurs in the rendered
+source makes the mutation stale, never caught. Each mutant, and the unmutated kernel of each
+family, precision and configuration (a control, which must pass), is checked in a process of its
+own (a faulting kernel cannot spoil the next one's context) by verify_config (the edge check:
+Family.verifications) and by verify at an odd served shape (SERVED, alpha 1 and beta 0), recording
+for each whether it failed the kernel, its reason, and whether the launch raised. On the simulator
+an out-of-bounds access raises IndexError; a GPU checks no bounds, so there a mutant that writes
+only past the end of C must be failed by verify's guard band ("wrote past the end of C"). Writes
+OUTDIR/verification_mutants.json (provenance, the device's description, one row per mutation,
+with its configuration), prints a table, and exits 1 if a control fails, a mutant passes both
+checks, a mutation is stale, a check process dies, or on a GPU the guard band does not fail the
+mutants that write past C.
 """
 import argparse
 import json
@@ -24,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # provenance.py, which PYTHONSAFEPATH leaves off the path
@@ -32,7 +36,7 @@ from provenance import ROOT, provenance  # noqa: E402
 
 import tuner  # noqa: E402
 from tuner.backends import CUDA  # noqa: E402
-from tuner.config import Config  # noqa: E402
+from tuner.config import Config, Tiling, WarpConfig  # noqa: E402
 from tuner.families.batched import BatchedProblem  # noqa: E402
 from tuner.formats import error_line  # noqa: E402
 from tuner.problem import Problem  # noqa: E402
@@ -43,13 +47,19 @@ from tuner.space import Space  # noqa: E402
 # 32 threads on 16x16 blocks and 8-deep k-tiles: cheap to simulate; edge tiles in every dimension of
 # the edge check's products (17x18x19 and 18x17x9 here) and of SERVED.
 CONFIG = Config(block_m=16, block_n=16, block_k=8, thread_m=4, thread_n=2)
+# The same tiles double-buffered (which the search prunes at this size, though it computes right):
+# the edge check's first product has 3 k-tiles, SERVED only 2.
+DOUBLE_BUFFERED = replace(CONFIG, double_buffer=True)
+# One warp of 2x4 m16n8k8 tf32 tiles: the least block the tensor-core space's domains allow.
+WARP_TILED = WarpConfig(block_m=32, block_n=32, block_k=8, warp_m=32, warp_n=32)
 SERVED = {"matmul": Problem(29, 23, 13, "float32"), "batched": BatchedProblem(29, 23, 13, "float32", batch=2)}
 PAST_THE_END = "wrote past the end of C"  # verify's reason when its guard band changed
 
 
 @dataclass(frozen=True)
 class Mutation:
-    """A bug planted in `family`'s kernel by replacing every `old` in its source with `new`."""
+    """A bug planted in the kernel of `family`, `precision` and `config` by replacing every `old` in
+    its source with `new`."""
 
     name: str
     family: str
@@ -57,6 +67,8 @@ class Mutation:
     old: str = ""
     new: str = ""
     past_the_end: bool = False  # writes past the end of C: on a GPU the guard band must fail it
+    precision: str = "float32"
+    config: Tiling = CONFIG
 
     @property
     def control(self) -> bool:
@@ -76,16 +88,24 @@ MUTATIONS = (
     Mutation("batched-control", "batched", "the kernel as rendered"),
     Mutation("a-never-broadcast", "batched", "layer z reads A3[z], even from a stack of one",
              "A = A3[z if A3.shape[0] > 1 else 0]", "A = A3[z]"),
+    Mutation("double-buffered-control", "matmul", "the kernel as rendered", config=DOUBLE_BUFFERED),
+    Mutation("buffer-not-alternated", "matmul", "k-tile kt read from buffer kt, not kt & 1 (right for 2 k-tiles)",
+             "s = uint64(kt & 1)", "s = uint64(kt)", config=DOUBLE_BUFFERED),
+    Mutation("tensor-core-control", "matmul", "the kernel as rendered", precision="tf32", config=WARP_TILED),
+    Mutation("tensor-core-rows-one-too-many", "matmul", "C's fragments stored at rows r <= M",
+             " < Mu and cn", " <= Mu and cn", past_the_end=True, precision="tf32", config=WARP_TILED),
+    Mutation("tensor-core-fragment-columns", "matmul", "each thread's C columns 1 apart, not 2 (PTX: 2 * threadID)",
+             "member * uint64(2)", "member", precision="tf32", config=WARP_TILED),
 )
 
 
 def space_of(mutation: Mutation) -> Space:
-    return Space.of(CUDA, "float32", mutation.family)
+    return Space.of(CUDA, mutation.precision, mutation.family)
 
 
 def occurrences(mutation: Mutation) -> int:
-    """How often the mutation's text occurs in its family's kernel for CONFIG as rendered now."""
-    return render(space_of(mutation), CONFIG).count(mutation.old) if mutation.old else 0
+    """How often the mutation's text occurs in its kernel as rendered now."""
+    return render(space_of(mutation), mutation.config).count(mutation.old) if mutation.old else 0
 
 
 def _outcome(reason: str, raised: bool) -> dict:
@@ -106,12 +126,12 @@ def check(mutation: Mutation, kernels: Path) -> dict:
     if not mutation.control:
         tuner.kernel.render = mutated  # verify_config loads (renders) the kernel itself
     runtime, space = open_runtime(CUDA), space_of(mutation)
-    reason = verify_config(runtime, space, CONFIG, kernels)
+    reason = verify_config(runtime, space, mutation.config, kernels)
     # verify_edges's reasons name the product they fail at; any other is an error verify_config caught.
     edge = _outcome(reason, bool(reason) and not reason.startswith("at "))
-    problem = SERVED[mutation.family]
+    problem = replace(SERVED[mutation.family], dtype=mutation.precision)
     try:
-        kernel = tuner.kernel.load(space, CONFIG, kernels)
+        kernel = tuner.kernel.load(space, mutation.config, kernels)
         operands = Operands.fresh(runtime, space, problem, seed=0)
         served = _outcome(verify(runtime, kernel, operands, space.family.tolerance(space.precision))[1], False)
     except Exception as error:  # an out-of-bounds access on the simulator, a fault on a GPU
@@ -187,16 +207,16 @@ def main() -> None:
               "device_description": device, "simulated": simulated,
               "tuner": {"imported_from": str(Path(tuner.__file__).parent),
                         "wheel_commit": wheel.read_text().strip() if wheel.exists() else None},
-              "config": CONFIG.as_dict(), "served": {name: problem.shape_text for name, problem in SERVED.items()},
+              "served": {name: problem.shape_text for name, problem in SERVED.items()},
               "rows": rows, "passed": not any(row["verdict"] for row in rows)}
     args.outdir.mkdir(parents=True, exist_ok=True)
     (args.outdir / "verification_mutants.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"{result['device']} [{device['fingerprint'] if device else 'no check ran'}]; served: "
           + ", ".join(f"{name} {problem.shape_text}" for name, problem in SERVED.items()))
-    print(f"{'mutation':22} {'edge check (verify_config)':100} served shape (verify)")
+    print(f"{'mutation':30} {'edge check (verify_config)':100} served shape (verify)")
     for row in rows:
         edge, served = (_cell(row["edge"]), _cell(row["served"])) if "edge" in row else ("-", "-")
-        print(f"{row['name']:22} {edge:100} {served}" + (f"  <- {row['verdict']}" if row["verdict"] else ""))
+        print(f"{row['name']:30} {edge:100} {served}" + (f"  <- {row['verdict']}" if row["verdict"] else ""))
     if not result["passed"]:
         sys.exit(1)
 

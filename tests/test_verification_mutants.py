@@ -17,6 +17,16 @@ def test_each_planted_bug_occurs_in_the_kernel_rendered_now(mutation):
     assert verification_mutants.occurrences(mutation)
 
 
+def test_each_planted_bug_has_a_control_of_its_kernel():
+    """A mutant counts as caught only beside a control of the same family, precision and configuration
+    that passes, so that the check, not the configuration, is what fails it."""
+    def kernel(mutation):
+        return mutation.family, mutation.precision, mutation.config
+
+    controls = {kernel(mutation) for mutation in MUTATIONS if mutation.control}
+    assert [mutation.name for mutation in PLANTED if kernel(mutation) not in controls] == []
+
+
 def _row(edge: str, served: str = "") -> dict:
     return {name: {"failed": bool(reason), "reason": reason, "raised": False}
             for name, reason in (("edge", edge), ("served", served))}
