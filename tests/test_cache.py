@@ -494,13 +494,13 @@ def test_list_and_show_say_which_configuration_tuner_matmul_runs_where_the_best_
     assert main(["list", "--cache-dir", str(tmp_path)]) == 0
     unusable, served = capsys.readouterr().out.splitlines()
     assert served.startswith(f"{H100.slug}/float32-64x64x64  2,000 GFLOP/s  2 measured  ")
-    assert served.endswith(f"  [user]  current, runner-up 1 serves (its best breaks a rule: {rule})")
+    assert served.endswith(f"  [user]  newest, runner-up 1 serves (its best breaks a rule: {rule})")
     assert unusable.endswith(f"  [user]  unusable: every configuration breaks a rule (its best: {rule}); "
                              "tuner regenerate re-tunes it")
     assert main(["list", "--json", "--cache-dir", str(tmp_path)]) == 0
     unusable, served = json.loads(capsys.readouterr().out)
     assert (served["status"], served["best_breaks"], served["serves"]) == (
-        "current", rule, {"rank": 1, "config": CONFIGS[0].as_dict(), "gflops": 2000.0})
+        "newest", rule, {"rank": 1, "config": CONFIGS[0].as_dict(), "gflops": 2000.0})
     assert (unusable["status"], unusable["serves"]) == ("unusable", None)
     assert main(["show", f"{H100.slug}/float32-64x64x64", "--cache-dir", str(tmp_path)]) == 0
     assert f"\n  not run: it breaks a rule of this version's space ({rule}); tuner.matmul runs runner-up 1\n" in (
@@ -597,7 +597,7 @@ def test_list_and_show_take_the_users_record_before_a_newer_shipped_one_of_its_f
     monkeypatch.setattr("tuner.cache.shipped_dir", lambda: tmp_path / "shipped")
     assert main(["list", "--cache-dir", str(tmp_path / "user")]) == 0
     assert [line.split("]  ")[1] for line in capsys.readouterr().out.splitlines()] == [
-        "current", "shadowed by your record of the same id"]
+        "newest", "shadowed by your record of the same id"]
     assert main(["show", f"{device.slug}/{problem.key}", "--cache-dir", str(tmp_path / "user")]) == 0
     out, err = capsys.readouterr()
     assert " to 2026-01-01T00:00:00+00:00\n" in out and err == ""
@@ -613,9 +613,31 @@ def test_list_and_show_take_the_latest_moment_as_the_newest_not_the_greatest_str
             make_record(device, problem, [(CONFIGS[0], 1.0)]), finished=finished))
     assert main(["list", "--json", "--cache-dir", str(tmp_path)]) == 0
     assert {row["fingerprint"]: row["status"] for row in json.loads(capsys.readouterr().out)} == {
-        newest.fingerprint: "current", H100.fingerprint: "superseded"}
+        newest.fingerprint: "newest", H100.fingerprint: "superseded"}
     assert main(["show", problem.key, "--cache-dir", str(tmp_path)]) == 0
     assert f"fingerprint {newest.fingerprint};" in capsys.readouterr().out
+
+
+def test_list_calls_a_record_newest_not_current_since_what_tuner_matmul_takes_depends_on_the_machine(
+        cache_dir, capsys):
+    """tuner list opens no device. Here (the simulator) tuner.matmul takes, for 32x32x32, this
+    fingerprint's older record of 16x16x16 over the newer one of 32x32x32 made under other software;
+    list called both "current"."""
+    from tuner.cli import main
+
+    here = describe_simulator("cuda")
+    elsewhere, small, large = dataclasses.replace(here, driver="newer"), Problem(16, 16, 16), Problem(32, 32, 32)
+    config = Config(block_m=16, block_n=16, thread_m=4, thread_n=2)
+    ours = cache.record_path(cache_dir, here.slug, small.key)
+    cache.write_record(ours, make_record(here, small, [(config, 1.0)], finished="2026-01-01T00:00:00+00:00"))
+    cache.write_record(cache.record_path(cache_dir, elsewhere.slug, large.key),
+                       make_record(elsewhere, large, [(config, 1.0)], finished="2026-02-01T00:00:00+00:00"))
+    assert tuner.get_kernel(32, 32, 32).record == ours
+    assert main(["list"]) == 0
+    assert [line.split("]  ")[1] for line in capsys.readouterr().out.splitlines()] == ["newest", "newest"]
+    assert main(["list", "--json"]) == 0
+    assert {row["problem"]["m"]: row["status"] for row in json.loads(capsys.readouterr().out)} == {
+        16: "newest", 32: "newest"}
 
 
 def test_a_record_file_whose_name_holds_a_non_printing_character_is_named_without_it(tmp_path, capsys):

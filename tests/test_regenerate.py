@@ -384,12 +384,12 @@ def test_show_after_a_regenerate_shows_the_new_record_of_the_product_and_names_t
     assert main(["show", f"{OLD_TEMPLATES.slug}/float32-16x16x16", "--cache-dir", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     assert f"fingerprint {OLD_TEMPLATES.fingerprint};" in out
-    assert err == (f"tuner: note: superseded by {HERE.slug}/float32-16x16x16, a newer record of its product on this "
-                   "GPU model: tuner.matmul uses the record of the machine's own fingerprint where there is one, "
-                   "else the newest that passes verification there\n")
+    assert err == (f"tuner: note: superseded by {HERE.slug}/float32-16x16x16, a newer record of its product on its "
+                   "GPU model: tuner.matmul on that model takes a record of the machine's own fingerprint where it "
+                   "has one of the family and dtype, else the newest that passes verification there\n")
 
 
-def test_list_after_regenerates_marks_the_newest_record_of_each_product_current_and_the_older_superseded(
+def test_list_after_regenerates_marks_the_newest_record_of_each_product_newest_and_the_older_superseded(
         tmp_path, capsys):
     """One record per software version, as each `tuner regenerate` under new code leaves them: list
     said nothing of which one tuner.matmul uses."""
@@ -401,11 +401,11 @@ def test_list_after_regenerates_marks_the_newest_record_of_each_product_current_
     capsys.readouterr()
     assert main(["list", "--cache-dir", str(tmp_path)]) == 0
     status = {line.split("/")[0]: line.split("  [user]  ")[1] for line in capsys.readouterr().out.splitlines()}
-    assert status == {HERE.slug: "current", **{device.slug: f"superseded by {HERE.fingerprint}"
+    assert status == {HERE.slug: "newest", **{device.slug: f"superseded by {HERE.fingerprint}"
                                                for device in (older, OLD_TEMPLATES)}}
     assert main(["list", "--json", "--cache-dir", str(tmp_path)]) == 0
     rows = {row["fingerprint"]: row for row in json.loads(capsys.readouterr().out)}
-    assert (rows[HERE.fingerprint]["status"], rows[HERE.fingerprint]["superseded_by"]) == ("current", None)
+    assert (rows[HERE.fingerprint]["status"], rows[HERE.fingerprint]["superseded_by"]) == ("newest", None)
     assert (rows[older.fingerprint]["status"], rows[older.fingerprint]["superseded_by"]) == (
         "superseded", f"{HERE.slug}/float32-16x16x16")
 

@@ -1,4 +1,8 @@
-"""`tuner list` and `tuner show`: the cached records, from the user's cache and the shipped one."""
+"""`tuner list` and `tuner show`: the cached records, from the user's cache and the shipped one.
+
+Neither opens a device, so what they say of a record compares it with the other records (newest,
+superseded, shadowed, unusable), never with this machine: which record tuner.matmul takes here
+depends on this machine's GPU model and fingerprint (`tuner devices`), as tuner/tuned.py says."""
 import json
 import os
 import sys
@@ -72,7 +76,8 @@ def _used(records: list[cache.Stored]) -> dict[tuple, cache.Stored]:
 
 def _newest(used: dict[tuple, cache.Stored]) -> dict[tuple, cache.Stored]:
     """Of each product on each GPU model, the newest of the `used` records: the one tuner.matmul
-    uses under software of no record's fingerprint."""
+    takes for that product on a machine of that model whose fingerprint has no record of its family
+    and dtype (once it passes verification there)."""
     newest = {}
     for (*product, _), stored in used.items():
         key = tuple(product)
@@ -95,7 +100,7 @@ def _row(stored: cache.Stored, used: dict[tuple, cache.Stored], newest: dict[tup
             "clock": record.clock, "gflops": record.best.measurement.gflops,
             "fraction_of_peak": record.best.measurement.fraction_of_peak, "config": data["best"]["config"],
             "budget": data["budget"], "searched": data["searched"],
-            "status": "unusable" if rank is None else "shadowed" if shadowed else "superseded" if newer else "current",
+            "status": "unusable" if rank is None else "shadowed" if shadowed else "superseded" if newer else "newest",
             "superseded_by": newer and newer.id, "best_breaks": rule or None,
             "serves": None if rank is None else {"rank": rank, "config": record.configs[rank].as_dict(),
                                                  "gflops": record.ranked[rank].measurement.gflops}}
@@ -107,7 +112,7 @@ def _status(row: dict, fingerprints: dict[str, str]) -> str:
         return (f"unusable: every configuration breaks a rule (its best: {row['best_breaks']}); "
                 "tuner regenerate re-tunes it")
     status = (f"superseded by {fingerprints[row['superseded_by']]}" if row["superseded_by"] else
-              "shadowed by your record of the same id" if row["status"] == "shadowed" else "current")
+              "shadowed by your record of the same id" if row["status"] == "shadowed" else "newest")
     rank = row["serves"]["rank"]
     return f"{status}, runner-up {rank} serves (its best breaks a rule: {row['best_breaks']})" if rank else status
 
@@ -149,9 +154,9 @@ def _show(args) -> int:
         raise ValueError(f"no record matches {args.record!r}; `tuner list` shows the ids")
     newest = _newest(_used(records)).get(_product_on_gpu(stored), stored)
     if newest is not stored and record.valid_configs():
-        print(f"tuner: note: superseded by {newest.id}, a newer record of its product on this GPU model: "
-              "tuner.matmul uses the record of the machine's own fingerprint where there is one, else the "
-              "newest that passes verification there", file=sys.stderr)
+        print(f"tuner: note: superseded by {newest.id}, a newer record of its product on its GPU model: "
+              "tuner.matmul on that model takes a record of the machine's own fingerprint where it has one of "
+              "the family and dtype, else the newest that passes verification there", file=sys.stderr)
     heading, config, source = _source(record) if args.source else (None, None, None)
     data = record.as_dict()
     if args.json:
@@ -213,7 +218,8 @@ def _source(record: Record) -> tuple[str, Tiling, str]:
 
 
 def add_parsers(subparsers) -> None:
-    listing = subparsers.add_parser("list", help="list the cached records")
+    listing = subparsers.add_parser("list", help="list the cached records, each against the others (no device is "
+                                                 "opened: tuner devices prints this machine's fingerprints)")
     add_cache_dir(listing)
     listing.add_argument("--json", action="store_true", help="print the records as JSON")
     listing.set_defaults(run=_list)
