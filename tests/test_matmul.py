@@ -333,6 +333,38 @@ def test_a_product_too_large_for_the_simulator_is_refused_before_its_operands_ar
         tuner.matmul(square, square)
 
 
+class _DriverError(Exception):
+    """Like numba-cuda's CudaAPIError (numba-hip's HipAPIError alike), which the simulator replaces: the
+    driver's result as `code`."""
+
+    def __init__(self, code, message):
+        super().__init__(code, message)
+        self.code = code
+
+
+@pytest.mark.parametrize("allocation", ["to_device", "device_array"])
+@pytest.mark.parametrize("result, error, message", [
+    ("CUDA_ERROR_OUT_OF_MEMORY", MemoryError,
+     r"^the device ran out of memory placing this product's operands and result on it; free device memory .*, or "
+     r"split it into smaller products$"),
+    ("CUDA_ERROR_INVALID_VALUE", _DriverError, "CUDA_ERROR_INVALID_VALUE"),  # any other failure as the driver gave it
+], ids=["out of memory", "another failure"])
+def test_an_allocation_the_device_has_no_room_for_is_a_memory_error_saying_what_to_do(monkeypatch, allocation, result,
+                                                                                      error, message):
+    """The free memory is checked before anything is copied, but an allocation may fail all the same
+    (memory taken meanwhile by another process, or too fragmented): numba-cuda's error, after its own
+    retry, reached the user as the driver's, a traceback, where MemoryError is promised."""
+    code = getattr(pytest.importorskip("cuda.bindings.driver").CUresult, result)
+
+    def allocate(*args, **kwargs):
+        raise _DriverError(code, f"Call to cuMemAlloc results in {result}")
+
+    A, B = _operands(5, 6, 7)
+    monkeypatch.setattr(cuda, allocation, allocate)
+    with pytest.raises(error, match=message):
+        tuner.matmul(A, B)
+
+
 def test_array_interface_exporters_are_used_in_place():
     if not hasattr(cuda, "as_cuda_array"):
         pytest.skip("Numba's CUDA simulator has no __cuda_array_interface__; CuPy (and, where installed, "

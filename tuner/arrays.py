@@ -157,7 +157,8 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
 
     TypeError or ValueError for operands NumPy would refuse or the kernels do not take, ValueError
     for a product too slow for this device (the simulator), and MemoryError when the device has no
-    room for them; each before anything is copied, and never a launch on bad operands.
+    room for them; each before anything is copied (but a MemoryError where an allocation fails
+    though the free memory sufficed), and never a launch on bad operands.
     """
     alpha, beta = _real("alpha", alpha), _real("beta", beta)
     model = next((array for array in (out, A, B) if array is not None and is_device(array)), None)
@@ -196,6 +197,24 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     too_slow = runtime.too_slow(problem) if problem is not None else ""
     if too_slow:
         raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
+    try:
+        A, B, C, copied = _place(runtime, A, B, C, given, c_shape, output, beta)
+    except Exception as error:  # an error other than the driver's out-of-memory goes on as raised
+        if not _out_of_memory(error):
+            raise
+        raise MemoryError("the device ran out of memory placing this product's operands and result on it; free "
+                          "device memory (arrays of this program or of other processes), or split it into smaller "
+                          "products") from None
+    stream = next((array.stream for array in (C, A, B) if getattr(array, "stream", 0)), 0)
+    if stream and copied:  # the copies went on the default stream, which a non-blocking stream does not wait for
+        runtime.module.synchronize()
+    return Call(A, B, C, family, problem, out, model, alpha, beta, stream)
+
+
+def _place(runtime: Runtime, A, B, C, given: tuple, c_shape: tuple, output: np.dtype, beta) -> tuple:
+    """A, B and C on the device, and whether anything was copied there: the `given` operands (none
+    where C is empty) copied unless they are device arrays that share no memory with a device C,
+    and C the caller's device array, else a new one (holding the host C where beta scales it)."""
     device_out = C if C is not None and is_device(C) else None
     copied = False
     if given:
@@ -209,10 +228,14 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
         C, copied = runtime.module.to_device(np.ascontiguousarray(C, dtype=output)), True
     else:
         C = runtime.module.device_array(c_shape, dtype=output)
-    stream = next((array.stream for array in (C, A, B) if getattr(array, "stream", 0)), 0)
-    if stream and copied:  # the copies went on the default stream, which a non-blocking stream does not wait for
-        runtime.module.synchronize()
-    return Call(A, B, C, family, problem, out, model, alpha, beta, stream)
+    return A, B, C, copied
+
+
+def _out_of_memory(error: Exception) -> bool:
+    """Whether `error` is the driver's out-of-memory, which numba-cuda (and numba-hip, in HIP Python's
+    CUDA names) raises as an API error carrying the driver's result once its retry, after freeing
+    the arrays pending deallocation, has failed too."""
+    return getattr(getattr(error, "code", None), "name", None) == "CUDA_ERROR_OUT_OF_MEMORY"
 
 
 def scalar(name: str, value, accumulate: type, wider: str = ""):
