@@ -325,3 +325,9 @@ def test_roc_prints_no_parameter_its_compiler_lacks_at_the_one_value_it_takes(tm
     out = capsys.readouterr().out
     assert "\n  block_m=64 " in out and "runner-up: 1 GFLOP/s  block_m=64 " in out
     assert not any(name in out for name in lacked)
+
+
+def test_a_roc_grid_holds_the_column_tiles_whose_threads_fit_32_bits_and_a_cuda_grid_2_to_the_31_less_one():
+    """HSA's dispatch packet counts a grid's threads along x in 32 bits; CUDA bounds its blocks alone."""
+    assert ROC.grid_columns(1024) == (2**32 - 1) // 1024 and ROC.grid_columns(1) == 2**31 - 1
+    assert CUDA.grid_columns(1024) == CUDA.grid_columns(32) == 2**31 - 1

@@ -146,6 +146,32 @@ def test_a_product_taller_than_a_grid_runs_as_several_launches(monkeypatch):
     _close(C.copy_to_host(), _expected(A, B), "float32")
 
 
+def test_a_product_wider_than_a_grid_runs_as_several_launches_each_within_the_grids_threads(monkeypatch):
+    """ROC bounds a grid's threads along x (blocks x threads per block) to 32 bits, which a wide product
+    outgrew, its launch refused: it runs in blocks of columns (and of rows) that each fit a grid, the
+    columns between those of a strided out left as they were."""
+    from tuner.kernel import Kernel
+    from tuner.space import Space
+
+    runtime = tuner.tuned._library(None, None).runtime
+    threads = Space.of(runtime.backend, "float32").default().threads
+    one_tile_a_grid = dataclasses.replace(runtime.backend, grid_column_threads=threads,
+                                          limits=dataclasses.replace(runtime.backend.limits, grid_rows=1))
+    monkeypatch.setattr(runtime, "backend", one_tile_a_grid)
+    grids, configured = [], Kernel._configured
+    monkeypatch.setattr(Kernel, "_configured", lambda kernel, grid, stream: grids.append(grid) or configured(
+        kernel, grid, stream))
+    A, B = _operands(70, 150, 3)  # two row tiles of 64 by three column tiles
+    _close(tuner.matmul(A, B), _expected(A, B), "float32")
+    assert grids == [(1, 1)] * 6
+    memory = np.ones((70, 300), np.float32)
+    device = cuda.to_device(memory)
+    tuner.get_kernel(70, 150, 3)(cuda.to_device(A), cuda.to_device(B), device[:, ::2], 2.0, -1.0)
+    expected = memory.astype(np.float64)
+    expected[:, ::2] = _expected(A, B, 2.0, -1.0, memory[:, ::2])
+    _close(device.copy_to_host(), expected, "float32")
+
+
 def test_a_tuned_kernel_refuses_a_c_over_its_operands():
     """tuner.matmul copies an operand that `out` overlaps; the kernel itself would read what it overwrites."""
     A, B = _operands(72, 72, 72)

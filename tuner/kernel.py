@@ -345,7 +345,9 @@ class Kernel:
             self.check_operands(A, B, C)
         if 0 in tuple(C.shape):
             return lambda: None  # nothing to compute, and a grid with no blocks is no launch
-        parts = self.space.family.parts(A, B, C, self.config, self.space.backend.limits.grid_rows)
+        backend = self.space.backend
+        parts = self.space.family.parts(A, B, C, self.config, backend.limits.grid_rows,
+                                        backend.grid_columns(self.config.threads))
         grids = [self.grid(C_part.shape) for _, _, C_part in parts]
         if len(parts) == 1 and not simulator.simulating():
             configured = self._configured(grids[0], stream)

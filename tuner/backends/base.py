@@ -9,6 +9,9 @@ from types import ModuleType
 from ..devices import Device
 from ..dtypes import PRECISIONS, Precision
 
+# Blocks along a grid's x axis, which runs over C's column tiles: CUDA's bound, and HIP's.
+GRID_COLUMNS = 2**31 - 1
+
 
 class NoDevice(Exception):
     """The backend's driver is missing or reports no device; the message says which."""
@@ -50,6 +53,9 @@ class Backend:
     # The setting of the Numba configuration its module reads that compiles for another GPU than the
     # one in use (refused: tuner/kernel.py), "" where it has none.
     forced_target: str
+    # Threads (blocks x threads per block) a grid holds along its x axis, where that is bounded as well
+    # as its blocks (GRID_COLUMNS); None where it is not.
+    grid_column_threads: int | None = None
 
     @property
     def fixed(self) -> dict:
@@ -58,6 +64,13 @@ class Backend:
         return {name: value for name, value, supported in (
             ("max_registers", 0, self.max_registers), ("min_blocks", 0, self.launch_bounds),
             ("vector_fragments", False, self.shared_alignment)) if not supported}
+
+    def grid_columns(self, threads: int) -> int:
+        """Column tiles one grid of blocks of `threads` threads holds: GRID_COLUMNS, or fewer where the
+        threads along the grid's x axis are bounded (grid_column_threads)."""
+        if self.grid_column_threads is None:
+            return GRID_COLUMNS
+        return min(GRID_COLUMNS, self.grid_column_threads // threads)
 
     def lacks(self, device: Device, precision: Precision) -> str:
         """Why `device` cannot run kernels of `precision` (a dtypes.Precision its compiler takes), or ""."""

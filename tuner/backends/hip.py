@@ -121,4 +121,7 @@ ROC = HipBackend(
             ".venv-roc/bin/pip install -e '.[roc]' (it cannot share one with numba-cuda)",
     driver_init="hipInit",
     driver_count="hipGetDeviceCount",
+    # An HSA dispatch packet holds a grid's size along each axis in threads, in 32 bits, so ROCm's
+    # hipModuleLaunchKernel refuses a grid of more (blocks x threads per block) along x.
+    grid_column_threads=2**32 - 1,
 )
