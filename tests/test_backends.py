@@ -272,6 +272,34 @@ def test_no_device_where_the_visible_devices_variable_is_set_names_it(monkeypatc
         driver_device_count(backend)
 
 
+@pytest.mark.parametrize("backend, environment, named", [
+    (ROC, {"ROCR_VISIBLE_DEVICES": ""}, "ROCR_VISIBLE_DEVICES='' lets this process see; unset it"),
+    (ROC, {"GPU_DEVICE_ORDINAL": "5"}, "GPU_DEVICE_ORDINAL='5' lets this process see; unset it"),
+    (ROC, {"CUDA_VISIBLE_DEVICES": "5"}, "CUDA_VISIBLE_DEVICES='5' lets this process see; unset it"),
+    (ROC, {"ROCR_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "1"},
+     "ROCR_VISIBLE_DEVICES='1' and HIP_VISIBLE_DEVICES='1' let this process see; unset them"),
+    (CUDA, {"ROCR_VISIBLE_DEVICES": "", "CUDA_VISIBLE_DEVICES": "7"},
+     "CUDA_VISIBLE_DEVICES='7' lets this process see; unset it")],
+    ids=["rocr", "ordinal", "cuda on roc", "rocr and hip", "cuda"])
+def test_no_device_names_every_variable_set_that_hides_gpus_from_the_backends_driver(monkeypatch, backend, environment,
+                                                                                    named):
+    """ROCm's runtimes hide GPUs by ROCR_VISIBLE_DEVICES, GPU_DEVICE_ORDINAL, and HIP_VISIBLE_DEVICES
+    or CUDA_VISIBLE_DEVICES (ROCm's HIP environment variables page): where one that was not named
+    hid them all, the line blamed none or the wrong one. CUDA's driver reads CUDA_VISIBLE_DEVICES alone."""
+    from tuner.backends import base
+
+    driver = types.SimpleNamespace(**{backend.driver_init: lambda flags: 0, backend.driver_count: lambda count: 0})
+    monkeypatch.setattr(base, "_load_first", lambda candidates: driver)
+    for variable in ("ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
+    with pytest.raises(NoGPU) as refused:
+        driver_device_count(backend)
+    assert str(refused.value) == (f"the {backend.name} driver reports no device among those {named}, "
+                                  "or list devices that exist")
+
+
 @pytest.mark.parametrize("l2_bytes, flushed", [(50 << 20, FLUSH_BYTES), (4 << 20, FLUSH_BYTES), (256 << 20, 512 << 20)],
                          ids=["H100", "small", "large"])
 def test_the_cache_flush_copies_twice_the_l2_and_at_least_256_mib(l2_bytes, flushed):

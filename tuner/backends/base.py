@@ -43,6 +43,8 @@ class Backend:
     launch_bounds: bool  # whether the jit decorator accepts launch_bounds (threads, blocks per SM)
     shared_alignment: bool  # whether shared.array accepts alignment=, which vector shared loads need
     visible_devices: str  # the environment variable that limits a process to some of the GPUs
+    # Every variable by which its driver shows a process only some of the GPUs, visible_devices among them.
+    hiding_variables: tuple[str, ...]
     compiles_without_gpu: bool  # whether its kernels compile (to PTX) on a host without its GPU
     counts_resources: bool  # whether static counts (ptxas registers, SASS fma_fraction) exist for its kernels
     peak_bounds_rates: bool  # whether its devices' nominal peak (Device.peak) is above any rate a kernel reaches
@@ -101,11 +103,14 @@ class Backend:
         return devices.value
 
     def _hidden(self) -> str:
-        """Where the visible-devices variable is set, that the driver showed this process only the
-        devices it lists (none where it is empty or names no device here), and what to do; else ""."""
-        visible = os.environ.get(self.visible_devices)
-        return "" if visible is None else (f" among those {self.visible_devices}={visible!r} lets this process see; "
-                                           "unset it, or list devices that exist")
+        """Where variables that hide GPUs are set, that the driver showed this process only the
+        devices they list (none where one is empty or names no device here), and what to do; else ""."""
+        hiding = [f"{name}={os.environ[name]!r}" for name in self.hiding_variables if name in os.environ]
+        if not hiding:
+            return ""
+        return (f" among those {' and '.join(hiding)} let this process see; unset them, or list devices that exist"
+                if len(hiding) > 1 else
+                f" among those {hiding[0]} lets this process see; unset it, or list devices that exist")
 
     def check_caches(self) -> None:
         """Before its module loads: UnsafeKernelDirectory, saying what to do, where a folder that the

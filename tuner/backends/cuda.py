@@ -103,6 +103,7 @@ CUDA = CudaBackend(
     launch_bounds=True,
     shared_alignment=True,
     visible_devices="CUDA_VISIBLE_DEVICES",
+    hiding_variables=("CUDA_VISIBLE_DEVICES",),
     forced_target="FORCE_CUDA_CC",
     compiles_without_gpu=True,
     counts_resources=True,  # PTX, ptxas and nvdisasm are NVIDIA's

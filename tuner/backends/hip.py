@@ -110,6 +110,9 @@ ROC = HipBackend(
     # alignment= does not compile, and vector fragments stay out of the ROC space.
     shared_alignment=False,
     visible_devices="HIP_VISIBLE_DEVICES",
+    # ROCm's GPU isolation variables (its HIP environment variables page): ROCr's, ROCclr's, and HIP's,
+    # which takes either of the last two.
+    hiding_variables=("ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"),
     forced_target="",  # numba-hip compiles for the current device's amdgpu_arch
     compiles_without_gpu=False,  # numba-hip compiles for the current device's amdgpu_arch
     counts_resources=False,
