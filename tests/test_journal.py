@@ -63,24 +63,63 @@ def test_a_torn_journal_line_is_moved_aside_and_two_more_searches_succeed(tmp_pa
     assert all(json.loads(line) for line in storage.read_bytes().splitlines())
 
 
-def test_a_repair_that_cannot_set_the_torn_bytes_aside_leaves_no_empty_file(tmp_path, monkeypatch):
-    """On a full disk each try to repair would leave an empty .torn file behind."""
+def test_a_repair_that_cannot_set_the_torn_bytes_aside_leaves_no_file(tmp_path, monkeypatch):
+    """On a full disk each try to repair would leave an empty or partial .torn file behind."""
+    from tuner import disk
+
     path = tmp_path / "study.journal"
     assert _search(tmp_path, path).run(trials=1, timeout=None).measured == 1
     whole = path.read_bytes()
     path.write_bytes(whole + b'{"op_code": 4, "wor')
-    real_write = type(path).write_bytes
+    real_fsync = os.fsync
 
-    def full_disk(self, data):
-        if ".torn-" in self.name:
-            self.touch()  # the file is created, then the write fails
+    def full_disk(descriptor):
+        if ".torn-" in os.readlink(f"/proc/self/fd/{descriptor}"):  # the file is written, then its blocks lack room
             raise OSError(28, "No space left on device")
-        return real_write(self, data)
+        return real_fsync(descriptor)
 
-    monkeypatch.setattr(type(path), "write_bytes", full_disk)
+    monkeypatch.setattr(disk.os, "fsync", full_disk)
     with pytest.raises(OSError, match="No space left"):
         journal.repair(path, str(path))
     assert not list(tmp_path.glob("study.journal.torn-*")) and path.read_bytes().endswith(b'"wor')
+
+
+@pytest.mark.parametrize("planted", ["a symbolic link", "a FIFO"])
+def test_torn_bytes_are_set_aside_in_a_new_file_never_through_one_planted_at_its_name(tmp_path, monkeypatch, planted):
+    """The torn bytes' file was opened in place: a symbolic link at its name had them written into
+    the file it points to, and a FIFO there hung the repair (and every search) until read."""
+    import signal
+    from datetime import datetime
+
+    class Stopped(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime(2026, 1, 1, tzinfo=tz)
+
+    monkeypatch.setattr(journal, "datetime", Stopped)
+    path, victim = tmp_path / "study.journal", tmp_path / "victim"
+    path.write_bytes(b'{"op_code": 0, "worker_id": "a"}\n{"op_code": 4, "wor')
+    aside = tmp_path / "study.journal.torn-20260101T000000000000Z"
+    if planted == "a symbolic link":
+        victim.write_bytes(b"untouched")
+        aside.symlink_to(victim)
+    else:
+        os.mkfifo(aside)
+
+    def hung(signum, frame):
+        raise TimeoutError("the repair waited on the FIFO")
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        with pytest.warns(journal.JournalRepairedWarning, match=f"they were moved to {aside},"):
+            journal.repair(path, str(path))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    assert aside.is_file() and not aside.is_symlink() and aside.read_bytes() == b'{"op_code": 4, "wor\n'
+    assert planted == "a FIFO" or victim.read_bytes() == b"untouched"
+    assert path.read_bytes() == b'{"op_code": 0, "worker_id": "a"}\n'
 
 
 def test_a_torn_journal_on_a_full_disk_is_still_read(tmp_path, monkeypatch):

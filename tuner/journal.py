@@ -112,11 +112,9 @@ def repair(path: Path, label: str, default: bool = False) -> None:
         return
     if torn:
         aside = path.with_name(f"{path.name}.torn-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%fZ')}")
-        try:
-            aside.write_bytes(b"\n".join(torn) + b"\n")
-        except OSError:  # a full disk: no empty file is left for each try, and the journal stays as it was
-            aside.unlink(missing_ok=True)
-            raise
+        # A new file renamed into place: on a full disk none is left (nor the journal changed), and
+        # a symbolic link or a FIFO at the name is replaced, not written through or waited on.
+        write_atomically(aside, b"\n".join(torn) + b"\n")
     write_atomically(path, repaired, keep_mode=True)
     if torn:
         warnings.warn(f"tuner: the study journal {label} had {sum(map(len, torn))} torn bytes (a write cut short by "
