@@ -64,8 +64,10 @@ def test_a_worker_imports_this_tuner_not_one_planted_in_the_current_directory(tm
 def test_a_worker_whose_parent_died_before_it_could_follow_it_dies_of_sigterm_quietly(tmp_path):
     """As of the SIGTERM a parent's death sends it, which it leaves to the system (it raised
     Terminated instead: a traceback, exit status 1)."""
+    # The value a parent gives its worker as it starts it, naming a process that is not its parent now.
     done = subprocess.run([*python_module("tuner.compile_ahead"), "cuda", "float32", str(tmp_path), "ptx", "matmul"],
-                          env={**os.environ, PARENT: str(os.getppid())}, stdin=subprocess.DEVNULL, capture_output=True,
+                          env={**os.environ, PARENT: f"{os.getppid()}@{time.clock_gettime(time.CLOCK_BOOTTIME)}"},
+                          stdin=subprocess.DEVNULL, capture_output=True,
                           text=True, timeout=120)
     assert (done.returncode, done.stderr) == (-signal.SIGTERM, "")
 

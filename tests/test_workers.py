@@ -415,10 +415,27 @@ def test_workers_stop_when_their_parent_is_killed(tmp_path):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers follow their parent through Linux's prctl")
 def test_a_worker_whose_parent_died_before_it_could_follow_it_stops_as_at_its_sigterm(tmp_path):
+    # The value a parent gives its worker as it starts it, naming a process that is not its parent now.
     done = subprocess.run([sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL,
                            "--trials", "1", "--cache-dir", str(tmp_path)],
-                          env={**os.environ, PARENT: str(os.getppid())}, capture_output=True, text=True, timeout=120)
+                          env={**os.environ, PARENT: f"{os.getppid()}@{time.clock_gettime(time.CLOCK_BOOTTIME)}"},
+                          capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout, done.stderr) == (143, "", "tuner search: terminated (SIGTERM)\n")
+
+
+@pytest.mark.parametrize("left", ["a bare pid", "a worker's of an hour ago"])
+def test_a_search_whose_shell_holds_a_stale_tuner_parent_pid_runs(tmp_path, left):
+    """TUNER_PARENT_PID exported in a shell (copied from a worker's environment) named a process that
+    is not this one's parent, so the search took itself for a worker whose parent had died and
+    ended at once, "terminated (SIGTERM)" and nothing measured. Only the value a parent gave its
+    worker as it started it counts."""
+    hour_ago = time.clock_gettime(time.CLOCK_BOOTTIME) - 3600
+    stale = str(os.getppid()) if left == "a bare pid" else f"{os.getppid()}@{hour_ago}"
+    done = subprocess.run([sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL,
+                           "--trials", "1", "--cache-dir", str(tmp_path)],
+                          env={**os.environ, PARENT: stale}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "terminated" not in done.stderr, done.stderr
+    assert len(list(cache.record_paths(tmp_path))) == 1
 
 
 @pytest.mark.parametrize("given", ["--storage", "TUNER_STORAGE"])

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from .formats import error_line
 from .launch import python_module
-from .stopping import PARENT, follow_parent
+from .stopping import follow_parent, worker_environment
 
 NICENESS = 10  # the measuring process keeps its priority, so compiling never starves timing
 TIMEOUT_SECONDS = 300.0  # a compile this slow costs the search more than the variant can win
@@ -126,7 +126,7 @@ class CompilePool:
             [*python_module("tuner.compile_ahead"), self.backend, self.dtype, self.kernels,
              "ptx" if self.simulated else "count" if self.counts else "cache", self.family],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
-            env={**environment, PARENT: str(os.getpid())}, start_new_session=True)
+            env={**environment, **worker_environment()}, start_new_session=True)
         return _Worker(process)
 
     def _dispatch(self) -> None:

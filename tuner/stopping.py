@@ -7,9 +7,14 @@ import os
 import signal
 import sys
 import threading
+import time
 
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
-PARENT = "TUNER_PARENT_PID"  # set in a worker's environment by the process that started it
+# "<pid>@<seconds since boot>": set in a worker's environment by the process that started it, as it did.
+PARENT = "TUNER_PARENT_PID"
+# Seconds between that stamp and the worker's start, within which a worker whose parent is gone is
+# that parent's; a value left over (exported in a shell, copied from a worker's) is older.
+_STARTED_WITHIN = 60
 STOPS = {signal.SIGINT, signal.SIGTERM}  # held by a --devices parent while it starts its workers, which inherit that
 
 
@@ -110,20 +115,53 @@ def shielded():
         signal.raise_signal(signum)
 
 
+def worker_environment() -> dict[str, str]:
+    """The variable that makes a process this one starts now its worker (follow_parent)."""
+    return {PARENT: f"{os.getpid()}@{_since_boot():.2f}"}
+
+
+def _since_boot() -> float:
+    """Seconds since boot, the clock of Linux's process start times (_started); 0 elsewhere."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME) if sys.platform.startswith("linux") else 0.0
+
+
+def _started() -> float:
+    """When this process started, in seconds since boot (Linux's /proc); OSError elsewhere."""
+    with open("/proc/self/stat") as status:
+        fields = status.read().rpartition(")")[2].split()
+    return int(fields[19]) / os.sysconf("SC_CLK_TCK")  # starttime, the stat file's 22nd field
+
+
+def _parent() -> int | None:
+    """The process this one is a worker of, by $TUNER_PARENT_PID: its parent, or one gone that
+    started it (named with a stamp from when this process started); None where it is no worker,
+    the variable unset or left over."""
+    pid, _, stamp = os.environ.get(PARENT, "").partition("@")
+    if not pid.isdigit():
+        return None
+    if os.getppid() == int(pid):
+        return int(pid)
+    with contextlib.suppress(OSError, ValueError):
+        if abs(_started() - float(stamp)) < _STARTED_WITHIN:
+            return int(pid)
+    return None
+
+
 def follow_parent() -> None:
-    """In a worker started with $TUNER_PARENT_PID: get SIGTERM when the parent dies (Linux's
-    prctl), and at once if it died before this process could ask, taken as that SIGTERM is: a
-    compile worker, which leaves it to the system, dies of it quietly. Its parent stops it with
-    one SIGINT, which stops it once too, as a SIGTERM taken once does, even where SIGINT was
-    ignored (a shell's background job): in its own session, only its parent sends one. A stop
-    signal held since the worker started (STOPS) is taken here, once the worker can stop cleanly."""
-    parent = os.environ.get(PARENT)
-    if not parent:
+    """In a worker (_parent): get SIGTERM when the parent dies (Linux's prctl), and at once if it
+    died before this process could ask, taken as that SIGTERM is: a compile worker, which leaves
+    it to the system, dies of it quietly. Its parent stops it with one SIGINT, which stops it once
+    too, as a SIGTERM taken once does, even where SIGINT was ignored (a shell's background job): in
+    its own session, only its parent sends one. A stop signal held since the worker started
+    (STOPS) is taken here, once the worker can stop cleanly. A process that is no worker, such as
+    a search run from a shell that still exports a worker's $TUNER_PARENT_PID, goes on."""
+    parent = _parent()
+    if parent is None:
         return
     if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, signal.SIG_IGN):
         signal.signal(signal.SIGINT, _stop_once)
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != int(parent):
+        if os.getppid() != parent:
             signal.raise_signal(signal.SIGTERM)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)

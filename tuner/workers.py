@@ -15,7 +15,7 @@ import threading
 from .backends import Backend
 from .formats import counted
 from .runtime import NoGPU, driver_device_count
-from .stopping import PARENT, STOPS, Terminated, shielded, stop_on_sigterm
+from .stopping import STOPS, Terminated, shielded, stop_on_sigterm, worker_environment
 
 
 def parse_devices(text: str) -> list[int]:
@@ -59,7 +59,7 @@ def pinned_environment(backend: Backend, device: int, environ: dict) -> dict:
     process dies (stopping.follow_parent)."""
     visible = environ.get(backend.visible_devices)
     target = visible.split(",")[device].strip() if visible else str(device)
-    return {**environ, backend.visible_devices: target, PARENT: str(os.getpid())}
+    return {**environ, backend.visible_devices: target, **worker_environment()}
 
 
 class _Relay(threading.Thread):
