@@ -527,6 +527,35 @@ def test_a_worker_stops_at_its_parents_sigint_even_where_sigint_was_ignored(tmp_
     assert not [t for t in _study(tmp_path).trials if t.state.name == "RUNNING"]
 
 
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "PYTHONUNBUFFERED"])
+@pytest.mark.parametrize("stop, status, said", [(signal.SIGINT, 130, "interrupted"),
+                                                (signal.SIGTERM, 143, "terminated (SIGTERM)")],
+                         ids=["ctrl-c", "sigterm"])
+def test_a_stopped_search_whose_reader_left_says_so_and_exits_as_stopped(tmp_path, buffered, stop, status, said):
+    """Ctrl-C on `tuner search | head -1` stops the reader too: the summary meant for it failed, and
+    with it the line that says what the stop kept (the first print where stdout is unbuffered, the
+    exit's flush else) and the stop's exit status, 141 instead of 130."""
+    reader, writer = os.pipe()
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED" or not buffered}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "search", "--backend", "cuda", "--simulate", *SMALL, "--trials", "200",
+         "--cache-dir", str(tmp_path)], stdout=writer, stderr=subprocess.PIPE, text=True, preexec_fn=answers_ctrl_c,
+        env={**environment, **({} if buffered else {"PYTHONUNBUFFERED": "1"})})
+    os.close(writer)
+    os.close(reader)  # the reader left
+    try:
+        measured = _wait_for_measurements(tmp_path, process, 1).budget.measured
+        process.send_signal(stop)
+        err = process.communicate(timeout=120)[1]
+    finally:
+        process.kill()
+    assert (process.returncode, err.splitlines()[-1]) == (status, f"tuner search: {said}; completed trials are kept, "
+                                                                  "run the same command to resume"), err
+    assert "Traceback" not in err
+    [path] = cache.record_paths(tmp_path)
+    assert cache.read_record(path).budget.measured >= measured
+
+
 def test_sigterm_taken_once_raises_once():
     previous = stop_on_sigterm(once=True)
     try:

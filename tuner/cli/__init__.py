@@ -36,10 +36,10 @@ class _Parser(argparse.ArgumentParser):
             file.write(message)
             file.flush()
         except BrokenPipeError:
-            _discard_output()
+            discard_output()
             self.exit(141)
         except OutputError as error:
-            _discard_output()
+            discard_output()
             self.exit(2, f"{self.prog}: error: {error}\n")
 
 
@@ -187,7 +187,7 @@ class _Output:
                               "pipe that can take it") from error
 
 
-def _discard_output() -> None:
+def discard_output() -> None:
     """Send what stdout still holds to /dev/null, so that the flush when Python exits cannot fail."""
     with contextlib.suppress(OSError, ValueError):  # a stdout with no file behind it has nothing to flush
         descriptor = sys.stdout.fileno()
@@ -219,13 +219,13 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # the reader of our output left (`tuner list | head`): stop quietly, as Unix tools do
         from ..stopping import stop_status
 
-        _discard_output()
+        discard_output()
         return stop_status() or 141
     except KeyboardInterrupt:  # before a command ran (while the command line loaded): _run says it otherwise
         print("tuner: interrupted", file=sys.stderr)
         return 130
     except OutputError as error:
-        _discard_output()
+        discard_output()
         print(f"tuner {args.command}: error: {error}", file=sys.stderr)
         return 2
     finally:

@@ -21,6 +21,7 @@ from ..sampler import SAMPLERS
 from ..space import Space
 from ..stopping import follow_parent, stop_on_sigterm
 from ..storage import GRACE_INTERVALS, HEARTBEAT_SECONDS, redacted
+from . import discard_output
 from .arguments import (DTYPE_HELP, SIMULATE_HELP, STORAGE_GIVEN, _positive, _seconds, _seed, _study_name,
                         add_backend, add_cache_dir, add_compile_workers, add_storage, from_environment)
 from .records import print_best
@@ -126,6 +127,25 @@ def _search(args) -> int:
     with bar, _warnings_above(bar):
         outcome = search.run(None, args.timeout, progress, budget=args.trials,
                              compile_workers=compile_workers(args.compile_workers, runtime))
+    try:
+        status = _summarize(args, search, outcome, spent, in_environment)
+        sys.stdout.flush()  # here, so that a reader gone is met before a stop is said
+    except BrokenPipeError:
+        if not outcome.interrupted:
+            raise  # main's quiet exit
+        # The Ctrl-C that stopped the search stopped the reader too (`tuner search | head -1`): the stop
+        # is what is said, and its status the exit's.
+        discard_output()
+    if outcome.interrupted:
+        print(f"tuner search: {'terminated (SIGTERM)' if outcome.terminated else 'interrupted'}; completed trials "
+              "are kept, run the same command to resume", file=sys.stderr)
+        return 143 if outcome.terminated else 130
+    return status
+
+
+def _summarize(args, search, outcome, spent: bool, in_environment: bool) -> int:
+    """Print what the run measured and the study holds, its best and failures, and where the record
+    and figures are; 0 where the cache holds a record for the product, else 1."""
     measured = search.measured_count()
     completed = search.counted_trials()
     budget = f" (its budget: {args.trials})" if args.trials else ""
@@ -160,10 +180,6 @@ def _search(args) -> int:
     print(f"figures: tuner report --study {shlex.quote(search.study.study_name)}"
           + (f" --cache-dir {shlex.quote(args.cache_dir)}" if args.cache_dir else "")
           + (f" --storage {shlex.quote(redacted(args.storage))}" if args.storage and not in_environment else ""))
-    if outcome.interrupted:
-        print(f"tuner search: {'terminated (SIGTERM)' if outcome.terminated else 'interrupted'}; completed trials "
-              "are kept, run the same command to resume", file=sys.stderr)
-        return 143 if outcome.terminated else 130
     return 0 if outcome.record or kept else 1
 
 
