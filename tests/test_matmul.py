@@ -146,30 +146,33 @@ def test_a_product_taller_than_a_grid_runs_as_several_launches(monkeypatch):
     _close(C.copy_to_host(), _expected(A, B), "float32")
 
 
-def test_a_product_wider_than_a_grid_runs_as_several_launches_each_within_the_grids_threads(monkeypatch):
-    """ROC bounds a grid's threads along x (blocks x threads per block) to 32 bits, which a wide product
-    outgrew, its launch refused: it runs in blocks of columns (and of rows) that each fit a grid, the
-    columns between those of a strided out left as they were."""
+def test_a_product_wider_than_a_grid_covers_is_refused_in_one_line_naming_the_width_to_split_at(monkeypatch):
+    """ROC bounds a grid's threads along x (blocks x threads per block) to 32 bits. A block of C's
+    columns is not C-contiguous, so splitting there would run a kernel never verified: refused, for
+    tuner.matmul and for a tuned kernel, before any launch."""
     from tuner.kernel import Kernel
     from tuner.space import Space
 
     runtime = tuner.tuned._library(None, None).runtime
-    threads = Space.of(runtime.backend, "float32").default().threads
-    one_tile_a_grid = dataclasses.replace(runtime.backend, grid_column_threads=threads,
-                                          limits=dataclasses.replace(runtime.backend.limits, grid_rows=1))
-    monkeypatch.setattr(runtime, "backend", one_tile_a_grid)
-    grids, configured = [], Kernel._configured
-    monkeypatch.setattr(Kernel, "_configured", lambda kernel, grid, stream: grids.append(grid) or configured(
+    config = Space.of(runtime.backend, "float32").default()
+    two_tiles = dataclasses.replace(runtime.backend, grid_column_threads=2 * config.threads)
+    monkeypatch.setattr(runtime, "backend", two_tiles)
+    launches, configured = [], Kernel._configured
+    monkeypatch.setattr(Kernel, "_configured", lambda kernel, grid, stream: launches.append(grid) or configured(
         kernel, grid, stream))
-    A, B = _operands(70, 150, 3)  # two row tiles of 64 by three column tiles
+    A, B = _operands(70, 2 * config.block_n + 1, 3)
+    message = f"C is {2 * config.block_n + 1} columns wide, more than one {runtime.backend.name} launch of this " \
+              f"kernel covers; multiply B's columns in blocks of at most {2 * config.block_n}"
+    with pytest.raises(ValueError) as raised:
+        tuner.matmul(A, B)
+    assert str(raised.value) == message
+    with pytest.raises(ValueError) as raised:
+        C = cuda.device_array((70, B.shape[1]), np.float32)
+        tuner.get_kernel(*A.shape, B.shape[1])(cuda.to_device(A), cuda.to_device(B), C)
+    assert str(raised.value) == message and launches == []
+    A, B = _operands(70, 2 * config.block_n, 3)  # as wide as a grid covers
     _close(tuner.matmul(A, B), _expected(A, B), "float32")
-    assert grids == [(1, 1)] * 6
-    memory = np.ones((70, 300), np.float32)
-    device = cuda.to_device(memory)
-    tuner.get_kernel(70, 150, 3)(cuda.to_device(A), cuda.to_device(B), device[:, ::2], 2.0, -1.0)
-    expected = memory.astype(np.float64)
-    expected[:, ::2] = _expected(A, B, 2.0, -1.0, memory[:, ::2])
-    _close(device.copy_to_host(), expected, "float32")
+    assert launches == [(2, 2)]
 
 
 def test_a_tuned_kernel_refuses_a_c_over_its_operands():

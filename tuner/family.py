@@ -103,14 +103,13 @@ class Family:
                                    precision.accumulate)
         return f"void({operand}, {operand}, {output}, {scalar}, {scalar})"
 
-    def parts(self, A, B, C, config: Tiling, grid_rows: int, grid_columns: int) -> list[tuple]:
-        """The (A, B, C) of each launch: one, or one per block of C that fits a grid's `grid_rows`
-        row tiles and `grid_columns` column tiles."""
-        (m, n), rows, columns = tuple(C.shape), config.block_m * grid_rows, config.block_n * grid_columns
-        if m <= rows and n <= columns:
+    def parts(self, A, B, C, config: Tiling, grid_rows: int) -> list[tuple]:
+        """The (A, B, C) of each launch: one, or one per band of rows that fits a grid's
+        `grid_rows` row tiles."""
+        rows, m = config.block_m * grid_rows, tuple(C.shape)[0]
+        if m <= rows:
             return [(A, B, C)]
-        return [(A[top:top + rows], B[:, left:left + columns], C[top:top + rows, left:left + columns])
-                for top in range(0, m, rows) for left in range(0, n, columns)]
+        return [(A[first:first + rows], B, C[first:first + rows]) for first in range(0, m, rows)]
 
     def grid(self, config: Tiling, c_shape: tuple) -> tuple[int, ...]:
         """Blocks per grid for a C of this shape: (column tiles, row tiles)."""

@@ -337,8 +337,9 @@ class Kernel:
     def bind(self, A, B, C, alpha=1.0, beta=0.0, stream=0, *, checked=False):
         """A no-argument launch on `stream` (0: the default one), with the operands and scalars
         checked (unless the caller has: `checked`) and the grids worked out once, so that repeated
-        launches pay only Numba's dispatch. A product that outgrows one grid runs as several
-        launches (Family.parts)."""
+        launches pay only Numba's dispatch. A product with more rows than one grid covers runs as
+        several launches (Family.parts); one wider than a grid covers (on ROC: Backend.grid_columns)
+        is a ValueError."""
         if not checked:
             accumulate = np.dtype(self.space.precision.accumulate).type
             alpha, beta = scalar("alpha", alpha, accumulate), scalar("beta", beta, accumulate)
@@ -346,8 +347,11 @@ class Kernel:
         if 0 in tuple(C.shape):
             return lambda: None  # nothing to compute, and a grid with no blocks is no launch
         backend = self.space.backend
-        parts = self.space.family.parts(A, B, C, self.config, backend.limits.grid_rows,
-                                        backend.grid_columns(self.config.threads))
+        columns = self.config.block_n * backend.grid_columns(self.config.threads)
+        if tuple(C.shape)[-1] > columns:  # a block of C's columns is not C-contiguous: another, unverified kernel
+            raise ValueError(f"C is {tuple(C.shape)[-1]} columns wide, more than one {backend.name} launch of this "
+                             f"kernel covers; multiply B's columns in blocks of at most {columns}")
+        parts = self.space.family.parts(A, B, C, self.config, backend.limits.grid_rows)
         grids = [self.grid(C_part.shape) for _, _, C_part in parts]
         if len(parts) == 1 and not simulator.simulating():
             configured = self._configured(grids[0], stream)

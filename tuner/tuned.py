@@ -74,8 +74,8 @@ class TunedKernel:
     @property
     def grid(self) -> tuple[int, ...]:
         """Blocks per grid that cover this product. Past a grid's limits (65,535 row tiles or
-        products; on ROC, 2**32 - 1 threads along a row of tiles) calling the kernel launches it in
-        several grids, each within them."""
+        products) calling the kernel launches it in several grids, each within them; past ROC's
+        2**32 - 1 threads along a row of tiles it is refused."""
         return self.kernel.grid(self.problem.shapes[2])
 
     @property

@@ -85,20 +85,19 @@ class Batched(Family):
         return tuple((dataclasses.replace(problem, batch=3), shared)
                      for (problem, _), shared in zip(super().verifications(config, dtype), "AB"))
 
-    def parts(self, A, B, C, config: Tiling, grid_rows: int, grid_columns: int) -> list[tuple]:
-        """One launch per GRID_LAYERS products of the stack and per block of their C that fits a
-        grid's `grid_rows` row tiles and `grid_columns` column tiles; an operand of one matrix is shared."""
-        batch, m, n = tuple(C.shape)
-        rows, columns = config.block_m * grid_rows, config.block_n * grid_columns
-        if batch <= GRID_LAYERS and m <= rows and n <= columns:
+    def parts(self, A, B, C, config: Tiling, grid_rows: int) -> list[tuple]:
+        """One launch per GRID_LAYERS products of the stack and per band of rows that fits a grid's
+        `grid_rows` row tiles; an operand of one matrix is shared."""
+        batch, m = tuple(C.shape)[:2]
+        rows = config.block_m * grid_rows
+        if batch <= GRID_LAYERS and m <= rows:
             return [(A, B, C)]
 
         def layers(operand, first):
             return operand if tuple(operand.shape)[0] == 1 else operand[first:first + GRID_LAYERS]
 
-        return [(layers(A, first)[:, top:top + rows], layers(B, first)[:, :, left:left + columns],
-                 C[first:first + GRID_LAYERS, top:top + rows, left:left + columns])
-                for first in range(0, batch, GRID_LAYERS) for top in range(0, m, rows) for left in range(0, n, columns)]
+        return [(layers(A, first)[:, top:top + rows], layers(B, first), C[first:first + GRID_LAYERS, top:top + rows])
+                for first in range(0, batch, GRID_LAYERS) for top in range(0, m, rows)]
 
     def grid(self, config: Tiling, c_shape: tuple) -> tuple[int, ...]:
         """(column tiles, row tiles, products)."""
