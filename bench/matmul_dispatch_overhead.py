@@ -67,6 +67,9 @@ class _NumbaLike:
     def copy_to_host(self):
         return self._host.copy()
 
+    def is_c_contiguous(self):
+        return self._host.flags.c_contiguous
+
     @property
     def __cuda_array_interface__(self):
         return {"shape": self.shape, "strides": None if self._host.flags.c_contiguous else self.strides,

@@ -5,7 +5,9 @@ checked against cuBLAS for NumPy, Numba and CuPy operands.
 
 - cold: a fresh process with empty kernel and Numba caches: import, render, compile, launch;
 - warm: a fresh process after that, served from Numba's on-disk cache (`cache=True`);
-- hot: the second call in the same process;
+- hot: the second call in the same process; then a call with a transposed (F-ordered) device A,
+  after which the tuned kernel must still have one specialization (Numba's compiled overloads):
+  the C-contiguous one it was verified for, A copied into a contiguous array first;
 - dispatch: per-call time of tuner.matmul on device arrays against a bare launch of the same
   compiled kernel, on a product small enough that the CPU side is what is timed.
 Each phase runs in its own process. Writes OUTDIR/matmul_on_gpu.json and prints a table last.
@@ -52,14 +54,18 @@ def _first_call(shape, dtype) -> dict:
 
     first_seconds, result = _elapsed(call)
     second_seconds, _ = _elapsed(call)
-    stats = getattr(kernel.kernel.function, "stats", None)  # the simulator keeps none
+    transposed = tuner.matmul(cuda.to_device(np.ascontiguousarray(A.T)).T, dB).copy_to_host()
+    stats = getattr(kernel.kernel.function, "stats", None)  # the simulator keeps none, nor overloads
     disk_cache = {"hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values())} if stats else None
     reference = A.astype(np.float64) @ B.astype(np.float64)
-    error = float(np.linalg.norm(result.copy_to_host() - reference) / np.linalg.norm(reference))
+    error, transposed_error = (float(np.linalg.norm(C - reference) / np.linalg.norm(reference))
+                               for C in (result.copy_to_host(), transposed))
     return {"first_use_seconds": setup_seconds + first_seconds,
             "import_seconds": import_seconds, "get_kernel_seconds": setup_seconds,
             "first_call_seconds": first_seconds, "second_call_seconds": second_seconds,
-            "relative_error": error, "tuned": kernel.tuned, "config": kernel.config.as_dict(), "disk_cache": disk_cache,
+            "relative_error": error, "transposed_A_relative_error": transposed_error,
+            "kernel_specializations": len(kernel.kernel.function.overloads) if stats else None,
+            "tuned": kernel.tuned, "config": kernel.config.as_dict(), "disk_cache": disk_cache,
             "record": str(kernel.record) if kernel.record else None}
 
 
@@ -180,7 +186,9 @@ def main() -> None:
         print(f"{phase:5} first use {row['first_use_seconds']:.3f} s = get_kernel {row['get_kernel_seconds']:.3f} s "
               f"+ first call {row['first_call_seconds']:.4f} s; import {row['import_seconds']:.3f} s, "
               f"second call {row['second_call_seconds']:.4f} s, "
-              f"error {row['relative_error']:.2e}, tuned {row['tuned']}, Numba disk cache {row['disk_cache']}")
+              f"error {row['relative_error']:.2e} (transposed A {row['transposed_A_relative_error']:.2e}, kernel "
+              f"specializations {row['kernel_specializations']}), tuned {row['tuned']}, "
+              f"Numba disk cache {row['disk_cache']}")
     dispatch = results["dispatch"]
     for name, seconds in dispatch.get("seconds_per_call", {}).items():
         print(f"dispatch {name:28} {seconds * 1e6:8.1f} us per call")

@@ -78,3 +78,28 @@ def no_shipped_records(monkeypatch, tmp_path_factory):
     """The records shipped in cache/records depend on the GPUs measured so far: tests in this
     process see none, unless a test ships its own."""
     monkeypatch.setattr("tuner.cache.shipped_dir", lambda: tmp_path_factory.getbasetemp() / "no-shipped-records")
+
+
+@pytest.fixture
+def launched_types(monkeypatch):
+    """Each tuned kernel launch from now on, as (the Numba types of its arguments, those the kernel is
+    compiled, verified and timed for: Family.signature). On a GPU, arguments of other types (a device
+    array of another layout) would make Numba compile another kernel, one never verified."""
+    import numba
+    from numba.core.sigutils import normalize_signature
+
+    from tuner.kernel import Kernel
+
+    launches, configured = [], Kernel._configured
+
+    def recording(kernel, grid, stream):
+        launch = configured(kernel, grid, stream)
+        compiled, _ = normalize_signature(kernel.space.family.signature(kernel.space.precision))
+
+        def recorded(*arguments):
+            launches.append((tuple(numba.typeof(argument) for argument in arguments), compiled))
+            return launch(*arguments)
+        return recorded
+
+    monkeypatch.setattr(Kernel, "_configured", recording)
+    return launches

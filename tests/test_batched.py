@@ -41,23 +41,22 @@ def test_empty_stacks_follow_numpy(a_shape, b_shape):
     assert tuner.matmul(A, B).shape == np.matmul(A, B).shape
 
 
-class _DeviceMatrix:
-    """What stack_of_one needs of a Numba device array (the real class needs a GPU's driver here)."""
+def test_device_stacks_of_other_layouts_reach_only_the_verified_kernel(launched_types):
+    """A strided device stack, a transposed device matrix broadcast against it and a strided device
+    out: the kernel runs on C-contiguous copies made on the device, as it was verified, and out's
+    memory between its strides is untouched."""
+    from numba import cuda
 
-    def __init__(self, shape, strides, dtype, stream=0, gpu_data=None):
-        self.shape, self.strides, self.dtype, self.stream, self.gpu_data = shape, strides, dtype, stream, gpu_data
-
-    def is_c_contiguous(self):
-        return self.strides == (self.shape[1] * 4, 4)
-
-
-def test_a_transposed_device_matrix_becomes_a_stack_of_one_in_its_own_layout():
-    from tuner.arrays import stack_of_one
-
-    memory = object()
-    transposed = _DeviceMatrix((4, 3), (4, 16), np.float32, gpu_data=memory)  # F-ordered, as cupy_B.T is
-    stack = stack_of_one(transposed)
-    assert (stack.shape, stack.strides, stack.gpu_data) == ((1, 4, 3), (0, 4, 16), memory)
+    A, B, memory = _stack(2, 5, 8), _stack(3, 8, seed=1), _stack(2, 5, 6, seed=2)
+    wide_A = np.zeros((2, 5, 16), np.float32)
+    wide_A[:, :, ::2] = A
+    expected = memory.copy()
+    expected[:, :, ::2] = 2 * np.matmul(A, B.T) - memory[:, :, ::2]
+    device = cuda.to_device(memory)
+    with pytest.warns(tuner.UntunedWarning):
+        tuner.matmul(cuda.to_device(wide_A)[:, :, ::2], cuda.to_device(B).T, device[:, :, ::2], alpha=2.0, beta=-1.0)
+    np.testing.assert_allclose(device.copy_to_host(), expected, rtol=1e-5, atol=1e-6)
+    assert launched_types and all(given == compiled for given, compiled in launched_types), launched_types
 
 
 def test_alpha_beta_and_out_on_a_stack():
@@ -76,7 +75,7 @@ def test_a_batch_over_the_grid_layers_runs_as_several_launches(monkeypatch):
 
 
 def test_several_launches_write_a_strided_device_out_in_place_with_alpha_and_beta(monkeypatch):
-    """Each launch's layers of out are views of the caller's memory: nothing between them is written."""
+    """The launches write a contiguous stand-in, copied into out: nothing between out's layers is written."""
     from numba import cuda
 
     monkeypatch.setattr("tuner.families.batched.GRID_LAYERS", 2)

@@ -99,6 +99,32 @@ def test_strided_and_fortran_ordered_host_operands():
     assert not wide[:, 1::2].any()
 
 
+def test_device_operands_of_other_layouts_reach_only_the_verified_kernel(launched_types):
+    """A transposed or strided device operand is copied into a C-contiguous one on the device, and
+    a strided device out is computed into one and copied back: the tuned kernel runs only on the
+    operand types it was verified for, never as another specialization Numba would compile."""
+    A, B = _operands(6, 5, 8)
+    wide_B, memory = np.zeros((8, 10), np.float32), np.random.default_rng(3).uniform(-1, 1, (6, 10)).astype(np.float32)
+    wide_B[:, ::2] = B
+    transposed, wide_out = cuda.to_device(np.ascontiguousarray(A.T)).T, cuda.to_device(memory)
+    out = wide_out[:, ::2]
+    assert tuner.matmul(transposed, cuda.to_device(wide_B)[:, ::2], out, alpha=2.0, beta=-1.0) is out
+    _close(out.copy_to_host(), _expected(A, B, 2.0, -1.0, memory[:, ::2]), "float32")
+    np.testing.assert_array_equal(wide_out.copy_to_host()[:, 1::2], memory[:, 1::2])  # between out's columns
+    assert launched_types and all(given == compiled for given, compiled in launched_types), launched_types
+
+
+def test_the_device_copies_of_operands_of_other_layouts_must_fit_in_its_memory(monkeypatch):
+    runtime = tuner.tuned._library(None, None).runtime
+    monkeypatch.setattr(runtime, "device", dataclasses.replace(runtime.device, memory_bytes=1500))
+    A, B = (cuda.to_device(matrix) for matrix in _operands(16, 16, 16))  # 1 KiB each
+    out = cuda.device_array((16, 16), np.float32)
+    tuner.matmul(A, B, out)  # nothing copied
+    tuner.matmul(A.T, B, out)  # one copy, of 1 KiB
+    with pytest.raises(MemoryError, match="split it into smaller products"):  # two copies, of 2 KiB
+        tuner.matmul(A.T, B.T, out)
+
+
 def test_out_aliasing_an_operand_gives_numpy_answer():
     A, _ = _operands(6, 6, 6, "float64")
     expected = _expected(A, A)
@@ -445,7 +471,8 @@ def test_each_device_a_program_switches_to_gets_its_own_runtime_and_records(monk
 
 def test_on_a_callers_stream_the_copies_and_the_result_wait_for_what_they_follow(monkeypatch):
     """An exporter's non-blocking stream does not wait for the default stream, nor it for that one:
-    the host operand's copy is finished before the launch, and the launch before the copy back."""
+    the host operand's copy is finished before the launch, and the launch before the copy back; a device
+    operand's copy goes on the kernel's stream, which orders it without a wait."""
     from tuner import arrays
 
     runtime, said = tuner.tuned._library(None, None).runtime, []
@@ -468,5 +495,5 @@ def test_on_a_callers_stream_the_copies_and_the_result_wait_for_what_they_follow
     assert said == ["device", "stream", "stream"]
     aliased = cuda.to_device(np.zeros((4, 4), np.float32))
     aliased.stream = Stream()
-    arrays.prepare(runtime, aliased, aliased, aliased, 1.0, 0.0)  # A and B copied aside, through the host
-    assert said[3:] == ["stream", "stream", "device"]
+    call = arrays.prepare(runtime, aliased, aliased, aliased, 1.0, 0.0)  # A and B copied aside, on the device
+    assert call.A.stream is call.B.stream is aliased.stream and said[3:] == []  # on the kernel's stream: no wait

@@ -2,8 +2,11 @@
 
 Host operands (NumPy arrays, or anything `numpy.asarray` takes) are copied to the device and the
 result is copied back. Device operands (Numba device arrays, and on CUDA any object exporting
-`__cuda_array_interface__`, such as CuPy arrays and PyTorch tensors) are used in place.
+`__cuda_array_interface__`, such as CuPy arrays and PyTorch tensors) are used in place where the
+kernel takes them as they are, C-contiguous; one of another layout is copied into a contiguous
+array on the device, and a device out of another layout gets the product through one.
 """
+import contextlib
 import functools
 import math
 import numbers
@@ -48,12 +51,16 @@ class Call:
     alpha: np.floating  # alpha and beta, checked, in the precision the product is computed in
     beta: np.floating
     stream: object = 0  # the exporter's stream, so that the caller's later work is ordered after ours
+    strided_out: object = None  # the caller's device out where the kernel cannot take it: C stands in for it
 
     def result(self):
-        """The product, as the caller's `out` or as the kind of array the caller gave. Where the
-        kernel ran on an exporter's stream, a result read on the default stream (a host copy, a
-        Numba array) waits for it first: a non-blocking stream and the default one do not wait for
-        each other. A CuPy or PyTorch result needs no wait: their later work goes on that stream."""
+        """The product, as the caller's `out` (copied there from C first where C stands in for it)
+        or as the kind of array the caller gave. Where the kernel ran on an exporter's stream, a
+        result read on the default stream (a host copy, a Numba array) waits for it first: a
+        non-blocking stream and the default one do not wait for each other. A CuPy or PyTorch
+        result needs no wait: their later work goes on that stream."""
+        if self.strided_out is not None:  # on the kernel's stream, after it
+            self.strided_out.bind(self.stream)[:] = self.C
         on_device = self.out is not None and is_device(self.out)
         returned = self.out if on_device else self.model if self.out is None else None  # None: a host result
         if self.stream and _package(returned) not in ("cupy", "torch"):
@@ -187,8 +194,16 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     # With k = 0 the kernel still runs, making C beta * C; with an empty C none runs, so A and B stay where they are.
     problem = None if 0 in c_shape else family.problem(**{**sizes, "k": max(sizes["k"], 1)}, dtype=dtype)
     given = (A, B) if problem is not None else ()
-    host = [array for array in (*given, C) if array is not None and not is_device(array)]
-    needed = sum(array.nbytes for array in host) + (math.prod(c_shape) * output.itemsize if C is None else 0)
+    device_out = C if C is not None and is_device(C) else None
+    strided_out = device_out if device_out is not None and not _as_compiled(device_out) else None
+    # Copied: a host operand, and a device one that the kernel cannot take as it is or that may share memory
+    # with out (the kernel would read what it overwrites; NumPy gives the right product there, so must we).
+    shared = sharing(device_out, *given) if device_out is not None else [False] * len(given)
+    copies = [not is_device(array) or shares or not _as_compiled(array) for array, shares in zip(given, shared)]
+    allocated = [array for array, copied in zip(given, copies) if copied]
+    if C is not None and (device_out is None or strided_out is not None):
+        allocated.append(C)  # a host out's copy, or a device out's contiguous stand-in
+    needed = sum(array.nbytes for array in allocated) + (math.prod(c_shape) * output.itemsize if C is None else 0)
     free = min(runtime.module.current_context().get_memory_info().free, runtime.device.memory_bytes) \
         if needed else 0  # asked only when something is allocated: a driver call per product
     if needed > free:
@@ -197,45 +212,37 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     too_slow = runtime.too_slow(problem) if problem is not None else ""
     if too_slow:
         raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
+    stream = next((array.stream for array in (device_out, A, B) if getattr(array, "stream", 0)), 0)
+    with _memory_named():
+        if given:
+            A, B = (_to_device(runtime, array, stream) if copied else array for array, copied in zip(given, copies))
+        from_host = any(not is_device(array) for array in given)
+        if strided_out is not None:
+            C = _contiguous(runtime, strided_out, stream, copy=beta != 0)
+        elif device_out is not None:
+            C = device_out
+        elif C is not None and beta != 0:
+            C, from_host = runtime.module.to_device(np.ascontiguousarray(C, dtype=output)), True
+        else:
+            C = runtime.module.device_array(c_shape, dtype=output)
+    if stream and from_host:  # those copies went on the default stream, which a non-blocking stream does not wait for
+        runtime.module.synchronize()
+    return Call(A, B, C, family, problem, out, model, alpha, beta, stream, strided_out)
+
+
+@contextlib.contextmanager
+def _memory_named():
+    """Within it, the driver's out-of-memory (raised by numba-cuda, and by numba-hip in HIP Python's
+    CUDA names, once its retry after freeing the arrays pending deallocation has failed too) is a
+    MemoryError saying what to do; any other error goes on as raised."""
     try:
-        A, B, C, copied = _place(runtime, A, B, C, given, c_shape, output, beta)
-    except Exception as error:  # an error other than the driver's out-of-memory goes on as raised
-        if not _out_of_memory(error):
+        yield
+    except Exception as error:
+        if getattr(getattr(error, "code", None), "name", None) != "CUDA_ERROR_OUT_OF_MEMORY":
             raise
         raise MemoryError("the device ran out of memory placing this product's operands and result on it; free "
                           "device memory (arrays of this program or of other processes), or split it into smaller "
                           "products") from None
-    stream = next((array.stream for array in (C, A, B) if getattr(array, "stream", 0)), 0)
-    if stream and copied:  # the copies went on the default stream, which a non-blocking stream does not wait for
-        runtime.module.synchronize()
-    return Call(A, B, C, family, problem, out, model, alpha, beta, stream)
-
-
-def _place(runtime: Runtime, A, B, C, given: tuple, c_shape: tuple, output: np.dtype, beta) -> tuple:
-    """A, B and C on the device, and whether anything was copied there: the `given` operands (none
-    where C is empty) copied unless they are device arrays that share no memory with a device C,
-    and C the caller's device array, else a new one (holding the host C where beta scales it)."""
-    device_out = C if C is not None and is_device(C) else None
-    copied = False
-    if given:
-        # A host operand's entry goes unused: it is copied anyway.
-        shared = sharing(device_out, *given) if device_out is not None else (False, False)
-        A, B = (_to_device(runtime, array, shares) for array, shares in zip(given, shared))
-        copied = A is not given[0] or B is not given[1]
-    if device_out is not None:
-        C = device_out
-    elif C is not None and beta != 0:
-        C, copied = runtime.module.to_device(np.ascontiguousarray(C, dtype=output)), True
-    else:
-        C = runtime.module.device_array(c_shape, dtype=output)
-    return A, B, C, copied
-
-
-def _out_of_memory(error: Exception) -> bool:
-    """Whether `error` is the driver's out-of-memory, which numba-cuda (and numba-hip, in HIP Python's
-    CUDA names) raises as an API error carrying the driver's result once its retry, after freeing
-    the arrays pending deallocation, has failed too."""
-    return getattr(getattr(error, "code", None), "name", None) == "CUDA_ERROR_OUT_OF_MEMORY"
 
 
 def scalar(name: str, value, accumulate: type, wider: str = ""):
@@ -264,14 +271,9 @@ def _real(name: str, scalar):
 
 
 def stack_of_one(matrix):
-    """A 2-D device array as a stack of one matrix, (1, m, n), viewing the same memory in the same
-    layout. Numba's reshape would give a transposed (F-ordered) matrix C strides, a wrong view, and
-    refuse a strided one; a view built from its own strides is right for both. The simulator's
-    arrays are NumPy's, whose reshape views or copies correctly."""
-    if matrix.is_c_contiguous() or not hasattr(matrix, "gpu_data"):
-        return matrix.reshape(1, *matrix.shape)
-    return type(matrix)((1, *matrix.shape), (0, *matrix.strides), matrix.dtype, stream=matrix.stream,
-                        gpu_data=matrix.gpu_data)
+    """A 2-D device array that the kernel takes as it is (prepare copies any other) as a stack of
+    one matrix, (1, m, n), viewing the same memory."""
+    return matrix.reshape(1, *matrix.shape)
 
 
 def _representable(scalar, accumulate) -> bool:
@@ -308,19 +310,32 @@ def _check_out(runtime: Runtime, out, shape: tuple[int, ...], dtype: np.dtype):
     return matrix
 
 
-def _to_device(runtime: Runtime, array, shares_out: bool):
-    """A device copy of a host operand (contiguous, native byte order); a device operand as is,
-    or copied if it `shares_out`, may share memory with the result (the kernel would read what it
-    overwrites; NumPy gives the right product there, so must we). That copy goes through the host,
-    since Numba copies between device arrays only of one layout; it is the rare case."""
+def _as_compiled(array) -> bool:
+    """Whether the kernel takes the device `array` as it is: C-contiguous and not broadcast (no
+    stride of 0), as Numba's device arrays type themselves layout "C" (their `_numba_type_`), the
+    layout every tuned kernel is compiled, verified and timed for. For another layout (a
+    transposed, strided or broadcast view) Numba would compile another kernel, never verified nor
+    timed. Asked of the flags, not of numba.typeof, which builds a Numba type at each ask. An
+    empty array is never read (the simulator types some as layout "A")."""
+    return 0 in tuple(array.shape) or (array.is_c_contiguous() and 0 not in tuple(array.strides))
+
+
+def _to_device(runtime: Runtime, array, stream):
+    """A contiguous copy of an operand on the device: of a host one, in native byte order; of a
+    device one, made on the device on `stream`, the kernel's (_contiguous)."""
     if not is_device(array):
         return runtime.module.to_device(np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("=")))
-    if shares_out:
-        host = array.copy_to_host()
-        if getattr(array, "stream", 0):  # the copy went on the array's own stream, not waited for
-            array.stream.synchronize()
-        return runtime.module.to_device(np.ascontiguousarray(host))
-    return array
+    return _contiguous(runtime, array, stream)
+
+
+def _contiguous(runtime: Runtime, array, stream, copy: bool = True):
+    """A C-contiguous device array of the device `array`'s shape and dtype, bound to `stream`,
+    holding `array`'s values where `copy`: copied by Numba's assignment kernel on that stream, so
+    that the kernel launched there after it reads them, without a trip through the host."""
+    contiguous = runtime.module.device_array(tuple(array.shape), dtype=array.dtype, stream=stream)
+    if copy:
+        contiguous[:] = array
+    return contiguous
 
 
 def sharing(out, *arrays) -> list[bool]:

@@ -341,7 +341,8 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, precision=None):
     accumulation and result); by default the product runs in the matrices' own precision.
     NumPy arrays (and lists, anything numpy.asarray takes) are copied to the device and the result
     comes back as NumPy; Numba device arrays and CUDA Array Interface exporters (CuPy, PyTorch) are
-    used in place, and the result is of their kind. With `out`, the result is written there and
+    used in place (one not C-contiguous, the layout the kernel is verified for, is copied into one
+    on the device first), and the result is of their kind. With `out`, the result is written there and
     `out` is returned; beta scales out's previous values and needs `out`. Records are read from
     $TUNER_CACHE_DIR, else the user cache directory, and from those shipped with tuner. Operands it
     cannot take are a one-line TypeError or ValueError (a MemoryError where the device has no room
