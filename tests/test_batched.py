@@ -67,11 +67,12 @@ def test_alpha_beta_and_out_on_a_stack():
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_a_batch_over_the_grid_layers_runs_as_several_launches(monkeypatch):
+def test_a_batch_over_the_grid_layers_runs_as_several_launches(monkeypatch, launched_types):
     monkeypatch.setattr("tuner.families.batched.GRID_LAYERS", 2)
     A, B = _stack(5, 3, 4), _stack(4, 2, seed=1)
     with pytest.warns(tuner.UntunedWarning):
         np.testing.assert_allclose(tuner.matmul(A, B), np.matmul(A, B), rtol=1e-5, atol=1e-6)
+    assert len(launched_types) == 3 and all(given == compiled for given, compiled in launched_types)
 
 
 def test_several_launches_write_a_strided_device_out_in_place_with_alpha_and_beta(monkeypatch):
@@ -88,15 +89,18 @@ def test_several_launches_write_a_strided_device_out_in_place_with_alpha_and_bet
     np.testing.assert_allclose(device.copy_to_host(), expected, rtol=1e-5, atol=1e-6)
 
 
-def test_stacks_taller_than_a_grid_run_in_bands_of_rows_and_layers(monkeypatch):
+def test_stacks_taller_than_a_grid_run_in_bands_of_rows_one_product_at_a_time(monkeypatch, launched_types):
+    """A band of rows of one product is C-contiguous, as the kernel is compiled and verified for;
+    a band across several products would not be, and Numba would compile another kernel for it."""
     monkeypatch.setattr("tuner.families.batched.GRID_LAYERS", 2)
     runtime = tuner.tuned._library(None, None).runtime
     one_row_of_blocks = dataclasses.replace(runtime.backend.limits, grid_rows=1)
     monkeypatch.setattr(runtime, "backend", dataclasses.replace(runtime.backend, limits=one_row_of_blocks))
-    A, B = _stack(3, 70, 4), _stack(3, 4, 5, seed=1)  # two row tiles of 64, the second partial, in two bands of layers
+    A, B = _stack(3, 70, 4), _stack(3, 4, 5, seed=1)  # two row tiles of 64, the second partial, in each product
     with pytest.warns(tuner.UntunedWarning):
         np.testing.assert_allclose(tuner.matmul(A, B), np.matmul(A, B), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(tuner.matmul(A[0], B), np.matmul(A[0], B), rtol=1e-5, atol=1e-6)
+    assert len(launched_types) == 2 * 3 * 2 and all(given == compiled for given, compiled in launched_types)
 
 
 @pytest.mark.parametrize("a_shape, b_shape, message", [

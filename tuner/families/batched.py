@@ -86,18 +86,23 @@ class Batched(Family):
                      for (problem, _), shared in zip(super().verifications(config, dtype), "AB"))
 
     def parts(self, A, B, C, config: Tiling, grid_rows: int) -> list[tuple]:
-        """One launch per GRID_LAYERS products of the stack and per band of rows that fits a grid's
-        `grid_rows` row tiles; an operand of one matrix is shared."""
+        """One launch per GRID_LAYERS products of the stack; where the rows outgrow a grid's
+        `grid_rows` row tiles, one per band of rows of each product, a band of one product being
+        C-contiguous, as the kernel is compiled and verified for (a band across products is not,
+        and Numba would compile another kernel for it). An operand of one matrix is shared."""
         batch, m = tuple(C.shape)[:2]
         rows = config.block_m * grid_rows
         if batch <= GRID_LAYERS and m <= rows:
             return [(A, B, C)]
 
-        def layers(operand, first):
-            return operand if tuple(operand.shape)[0] == 1 else operand[first:first + GRID_LAYERS]
+        def layers(operand, first, count):
+            return operand if tuple(operand.shape)[0] == 1 else operand[first:first + count]
 
-        return [(layers(A, first)[:, top:top + rows], layers(B, first), C[first:first + GRID_LAYERS, top:top + rows])
-                for first in range(0, batch, GRID_LAYERS) for top in range(0, m, rows)]
+        if m <= rows:
+            return [(layers(A, first, GRID_LAYERS), layers(B, first, GRID_LAYERS), C[first:first + GRID_LAYERS])
+                    for first in range(0, batch, GRID_LAYERS)]
+        return [(layers(A, index, 1)[:, top:top + rows], layers(B, index, 1), C[index:index + 1, top:top + rows])
+                for index in range(batch) for top in range(0, m, rows)]
 
     def grid(self, config: Tiling, c_shape: tuple) -> tuple[int, ...]:
         """(column tiles, row tiles, products)."""
