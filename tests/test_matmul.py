@@ -211,6 +211,35 @@ def test_a_tuned_kernel_refuses_a_c_over_its_operands():
     np.testing.assert_array_equal(dA.copy_to_host(), A)  # nothing ran
 
 
+class _Exported:
+    """Stands in for a CUDA Array Interface exporter (a CuPy array) of host memory."""
+
+    def __init__(self, host):
+        self.shape, self.dtype, self._host = host.shape, host.dtype, host
+        self.__cuda_array_interface__ = {**host.__array_interface__, "version": 3,
+                                         "strides": None if host.flags.c_contiguous else host.strides}
+
+
+def test_a_tuned_kernel_refuses_operands_of_another_layout():
+    """Numba would compile another kernel for them, never verified (tuner.matmul copies them itself)."""
+    A, B = _operands(8, 8, 8)
+    kernel, dA, dB = tuner.get_kernel(8, 8, 8), cuda.to_device(A), cuda.to_device(B)
+    C = cuda.to_device(np.zeros((8, 8), np.float32))
+    strided = {"A": (dA.T, dB, C), "B": (dA, cuda.to_device(np.hstack([B, B]))[:, ::2], C),
+               "C": (dA, dB, cuda.to_device(np.zeros((8, 16), np.float32))[:, ::2]),
+               "a NumPy A": (A.T, B, np.zeros((8, 8), np.float32)), "an exported A": (_Exported(A.T), dB, C)}
+    for what, operands in strided.items():
+        for launch in (lambda: kernel(*operands), lambda: kernel.kernel.bind(*operands)):
+            with pytest.raises(ValueError, match=f"^{what.split()[-1]} is not C-contiguous \\(a transposed, strided or "
+                                                 "broadcast view\\), .*; pass a C-contiguous copy"):
+                launch()
+    assert not C.copy_to_host().any()  # nothing ran
+    kernel.kernel.check_operands(_Exported(np.ascontiguousarray(A.T)), dB, C)
+    explicit = _Exported(A)
+    explicit.__cuda_array_interface__["strides"] = A.strides  # an exporter may give a C-contiguous one's strides
+    kernel.kernel.check_operands(explicit, dB, C)
+
+
 class _Dispatcher:
     """Stands in for a Numba dispatcher: counts launches."""
 

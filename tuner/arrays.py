@@ -195,11 +195,11 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     problem = None if 0 in c_shape else family.problem(**{**sizes, "k": max(sizes["k"], 1)}, dtype=dtype)
     given = (A, B) if problem is not None else ()
     device_out = C if C is not None and is_device(C) else None
-    strided_out = device_out if device_out is not None and not _as_compiled(device_out) else None
+    strided_out = device_out if device_out is not None and not compiled_layout(device_out) else None
     # Copied: a host operand, and a device one that the kernel cannot take as it is or that may share memory
     # with out (the kernel would read what it overwrites; NumPy gives the right product there, so must we).
     shared = sharing(device_out, *given) if device_out is not None else [False] * len(given)
-    copies = [not is_device(array) or shares or not _as_compiled(array) for array, shares in zip(given, shared)]
+    copies = [not is_device(array) or shares or not compiled_layout(array) for array, shares in zip(given, shared)]
     allocated = [array for array, copied in zip(given, copies) if copied]
     if C is not None and (device_out is None or strided_out is not None):
         allocated.append(C)  # a host out's copy, or a device out's contiguous stand-in
@@ -310,14 +310,23 @@ def _check_out(runtime: Runtime, out, shape: tuple[int, ...], dtype: np.dtype):
     return matrix
 
 
-def _as_compiled(array) -> bool:
-    """Whether the kernel takes the device `array` as it is: C-contiguous and not broadcast (no
-    stride of 0), as Numba's device arrays type themselves layout "C" (their `_numba_type_`), the
-    layout every tuned kernel is compiled, verified and timed for. For another layout (a
-    transposed, strided or broadcast view) Numba would compile another kernel, never verified nor
-    timed. Asked of the flags, not of numba.typeof, which builds a Numba type at each ask. An
-    empty array is never read (the simulator types some as layout "A")."""
-    return 0 in tuple(array.shape) or (array.is_c_contiguous() and 0 not in tuple(array.strides))
+def compiled_layout(array) -> bool:
+    """Whether Numba types `array` (a Numba device array, a CUDA Array Interface exporter or a
+    NumPy array) as layout "C", the one every tuned kernel is compiled, verified and timed for:
+    a Numba device array C-contiguous and not broadcast (no stride of 0), as its `_numba_type_`
+    says, asked of its flags (numba.typeof would build a Numba type at each ask); an exporter or
+    NumPy array with the strides of a C-contiguous one, as its interface gives them. For another
+    layout (a transposed, strided or broadcast view) Numba would compile another kernel, never
+    verified nor timed. An empty array is never read (the simulator types some as layout "A")."""
+    shape = tuple(array.shape)
+    if 0 in shape:
+        return True
+    if hasattr(array, "is_c_contiguous"):
+        return array.is_c_contiguous() and 0 not in tuple(array.strides)
+    interface = getattr(array, "__cuda_array_interface__", None) or array.__array_interface__
+    strides, itemsize = interface.get("strides"), np.dtype(interface["typestr"]).itemsize
+    return strides is None or tuple(strides) == tuple(itemsize * math.prod(shape[dimension + 1:])
+                                                      for dimension in range(len(shape)))
 
 
 def _to_device(runtime: Runtime, array, stream):

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from . import cache, disk, simulator
-from .arrays import scalar, sharing
+from .arrays import compiled_layout, scalar, sharing
 from .backends import by_module
 from .config import Tiling
 from .source import render
@@ -386,10 +386,11 @@ class Kernel:
 
     def check_operands(self, A, B, C) -> None:
         """ValueError unless A, B and C have the dimensions and shapes of one product of this
-        kernel's family, and C shares no memory with A or B; TypeError for what is not an array or
-        not of the kernel's dtypes, as tuner.matmul. The kernel takes the sizes from C and A;
-        anything else would read out of bounds, and a C over an operand would be read after it was
-        overwritten."""
+        kernel's family, are C-contiguous, and C shares no memory with A or B; TypeError for what
+        is not an array or not of the kernel's dtypes, as tuner.matmul. The kernel takes the sizes
+        from C and A; anything else would read out of bounds, an array of another layout would
+        make Numba compile another kernel, never verified (compiled_layout), and a C over an
+        operand would be read after it was overwritten."""
         precision, family = self.space.precision, self.space.family
         for name, array, dtype in (("A", A, precision.input), ("B", B, precision.input), ("C", C, precision.output)):
             if not (hasattr(array, "shape") and hasattr(array, "dtype")):
@@ -398,6 +399,10 @@ class Kernel:
                 raise ValueError(f"{name} must be {family.operand_dims}-D, not {len(array.shape)}-D")
             if np.dtype(array.dtype) != np.dtype(dtype):
                 raise TypeError(f"{name} must be {dtype} for this {precision.name} kernel, not {array.dtype}")
+            if not compiled_layout(array):
+                raise ValueError(f"{name} is not C-contiguous (a transposed, strided or broadcast view), the layout "
+                                 f"this kernel is compiled and verified for; pass a C-contiguous copy (tuner.matmul "
+                                 f"makes one itself)")
         try:
             _, c_shape = family.sizes(tuple(A.shape), tuple(B.shape))
         except ValueError:
