@@ -5,7 +5,9 @@
 # versions printed) and stops at once if that fails.
 #   bash bench/gpu_check.sh e2e $OUT     tuner devices; bench/verification_mutants.py (planted kernel
 #                                        bugs that verification must fail: the guard band after C
-#                                        on a GPU); tuner search float32 and float64 at 4096^3,
+#                                        on a GPU); bench/sanitized_kernels.py (verification under
+#                                        compute-sanitizer: out-of-bounds reads, 90 s at most);
+#                                        tuner search float32 and float64 at 4096^3,
 #                                        float32 at 1000^3 and a batch of 64 at 256^3; tuner list;
 #                                        bench/matmul_on_gpu.py
 #                                        (NumPy, Numba, CuPy against cuBLAS; first-call latency;
@@ -26,7 +28,8 @@
 # Writes $OUT/PART.log (every command with its exit status and output) and $OUT/PART.tar.gz (the
 # cache, the studies and the JSON outputs); the sweep's JSON lines also as $OUT/sweep-*.jsonl.
 # SIMULATE=1 runs it all on Numba's CUDA simulator with tiny shapes: a dry run, times meaningless.
-# On the H100 (2026-11-23) the parts took 334 s (e2e, before bench/verification_mutants.py was added), 206 s (compare, before its search with no compile
+# On the H100 (2026-11-23) the parts took 334 s (e2e, before bench/verification_mutants.py and
+# bench/sanitized_kernels.py were added), 206 s (compare, before its search with no compile
 # worker, about a minute more, was added), 424 s (tensor) and 507 s (sweep, SWEEP_BUDGET=500), plus
 # about a minute to start the machine for the first.
 set -uo pipefail
@@ -112,6 +115,12 @@ e2e)
   # Verification must fail kernels with planted bugs, before any search trusts it: on a GPU, which
   # checks no bounds, a store of one too many must change verify's guard band after C.
   step "$python" bench/verification_mutants.py "$work/out/verification"
+  # Verification compares values, so a read past A or B whose value does not matter passes it on a
+  # GPU: compute-sanitizer checks every access of the defaults, the double-buffered kernels and the
+  # shipped records' configurations as they verify. Bounded: its checks stop after 65 s (a check
+  # then running is killed and fails), the whole after 90. Without compute-sanitizer, or on the
+  # simulator, it checks nothing, says so and exits 0.
+  step timeout -k 10 -s TERM 90 "$python" bench/sanitized_kernels.py "$work/out/sanitized" --budget 65
   step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${big[@]}" --timeout 100 "${search_trials[@]}"
   step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float64 --shape "${big[@]}" --timeout 100 "${search_trials[@]}"
   step "$python" -m tuner search --backend cuda "${simulate[@]}" --dtype float32 --shape "${odd[@]}" --timeout 45 "${search_trials[@]}"
