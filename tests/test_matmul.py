@@ -152,6 +152,25 @@ def test_out_overlapping_an_operand_of_another_layout():
     _close(wide.copy_to_host()[:, :2], X[:, :2].astype(np.float64), "float32")
 
 
+def test_a_broadcast_device_out_is_refused_in_one_line():
+    """A device out with a stride of 0 has entries that are one memory location: the product's
+    parallel writes to them would race, leaving any one of them (NumPy, writing in turn, leaves
+    the last); a host one gets NumPy's answer."""
+    A, B = _operands(4, 3, 5)
+    for strides in [(4, 0), (0, 4)]:
+        with pytest.raises(ValueError, match=r"^out is a broadcast device array \(a stride of 0\), whose entries share "
+                                             r"memory that the product's parallel writes would race for; pass one "
+                                             r"with memory of its own for each entry$"):
+            tuner.matmul(A, B, out=cuda.device_array((4, 3), np.float32, strides=strides))
+    row = cuda.device_array((1, 3), np.float32, strides=(0, 4))  # a stride of 0 along one row moves nowhere
+    tuner.matmul(A[:1], B, out=row)
+    _close(row.copy_to_host(), _expected(A[:1], B), "float32")
+    host, numpys = (np.lib.stride_tricks.as_strided(np.zeros(4, np.float32), (4, 3), (4, 0)) for _ in range(2))
+    tuner.matmul(A, B, out=host)
+    np.matmul(A, B, out=numpys)
+    np.testing.assert_allclose(host, numpys, rtol=1e-5)  # each row's last entry, in its every entry
+
+
 def test_big_endian_host_operands():
     A, B = _operands(5, 3, 4)
     out = np.zeros((5, 3), ">f4")

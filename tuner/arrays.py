@@ -298,7 +298,9 @@ def _largest(accumulate) -> float:
 
 
 def _check_out(runtime: Runtime, out, shape: tuple[int, ...], dtype: np.dtype):
-    """`out` as an array of the product's shape and dtype that can be written."""
+    """`out` as an array of the product's shape and dtype that can be written: on the device, each
+    entry in memory of its own (NumPy writes a broadcast host out's entries in turn, the last one
+    staying; the device's threads would race)."""
     matrix = _matrix(runtime, out, "out")
     if tuple(matrix.shape) != shape:
         raise ValueError(f"out has shape {tuple(matrix.shape)}, but A @ B is {'x'.join(map(str, shape))}")
@@ -307,6 +309,9 @@ def _check_out(runtime: Runtime, out, shape: tuple[int, ...], dtype: np.dtype):
     interface = getattr(out, "__cuda_array_interface__", None)
     if (isinstance(out, np.ndarray) and not out.flags.writeable) or (interface and interface["data"][1]):
         raise ValueError("out is read-only; pass a writable array, or leave out out to get a new one")
+    if is_device(matrix) and any(stride == 0 and size > 1 for size, stride in zip(matrix.shape, matrix.strides)):
+        raise ValueError("out is a broadcast device array (a stride of 0), whose entries share memory that the "
+                         "product's parallel writes would race for; pass one with memory of its own for each entry")
     return matrix
 
 
