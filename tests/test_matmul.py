@@ -178,6 +178,20 @@ def test_big_endian_host_operands():
     _close(out, _expected(A, B), "float32")
 
 
+@pytest.mark.parametrize("swapped", ["A", "B", "out"])
+def test_a_device_array_in_the_other_byte_order_is_refused_in_one_line(swapped):
+    """numba-cuda copies a big-endian host array to the device as it is, but compiles no kernel for
+    its dtype (numpy_support.from_dtype raises at the launch); the simulator, which runs the kernel
+    on NumPy arrays, would multiply it."""
+    A, B = _operands(4, 3, 5)
+    operands = {"A": cuda.to_device(A), "B": cuda.to_device(B), "out": cuda.device_array((4, 3), np.float32)}
+    operands[swapped] = cuda.to_device(np.zeros(operands[swapped].shape, ">f4"))
+    with pytest.raises(TypeError, match=rf"^{swapped} is a device array of >f4 \(float32 not in this machine's byte "
+                                        r"order\), which Numba compiles no kernel for; copy it to the device from a "
+                                        r"host array in native byte order, such as host.astype\(np.float32\)$"):
+        tuner.matmul(**operands)
+
+
 def test_a_product_taller_than_a_grid_runs_as_several_launches(monkeypatch):
     runtime = tuner.tuned._library(None, None).runtime
     one_row_of_blocks = dataclasses.replace(runtime.backend.limits, grid_rows=1)

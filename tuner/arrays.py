@@ -105,7 +105,8 @@ def _on_device(runtime: Runtime, array):
 
 
 def _matrix(runtime: Runtime, array, name: str):
-    """`array` as a NumPy or device array, with its name in any error."""
+    """`array` as a NumPy or device array, with its name in any error; a device one must be in
+    native byte order, the only one Numba compiles kernels for."""
     if not is_device(array):
         if name == "out" and not isinstance(array, np.ndarray):
             raise TypeError(f"out must be a NumPy array or a device array, not {type(array).__name__}")
@@ -125,6 +126,11 @@ def _matrix(runtime: Runtime, array, name: str):
                             + (f" of {array.dtype}" if isinstance(given, np.ndarray) else ""))
     else:
         array = _on_device(runtime, array)
+        dtype = np.dtype(array.dtype)
+        if not dtype.isnative:
+            raise TypeError(f"{name} is a device array of {dtype.str} ({dtype.newbyteorder('=').name} not in this "
+                            "machine's byte order), which Numba compiles no kernel for; copy it to the device from a "
+                            f"host array in native byte order, such as host.astype(np.{dtype.newbyteorder('=').name})")
     return array
 
 
