@@ -429,6 +429,36 @@ def test_bad_input_is_a_clear_exception(operands, keywords, error, message):
         tuner.matmul(*operands, **keywords)
 
 
+class _Quantity(np.ndarray):
+    """Like astropy's Quantity: an ndarray subclass whose products np.matmul gives back as its own kind."""
+
+
+@pytest.mark.parametrize("name", ["A", "B", "out"])
+@pytest.mark.parametrize("subclass", [np.matrix, _Quantity], ids=["np.matrix", "units"])
+def test_an_ndarray_subclass_is_refused_naming_np_asarray(name, subclass):
+    """np.matmul gives a subclass's product back as that subclass (a matrix, a quantity with its units);
+    tuner.matmul's is a plain ndarray, so it refuses one rather than drop what it carries."""
+    A, B = _operands(4, 3, 5)
+    operands = {"A": A, "B": B, "out": np.zeros((4, 3), np.float32)}
+    operands[name] = operands[name].view(subclass)
+    assert type(np.matmul(operands["A"], operands["B"], out=operands["out"] if name == "out" else None)) is subclass
+    remedy = (r"pass np.asarray\(out\), a view of its memory, to write the product there$" if name == "out" else
+              rf"pass np.asarray\({name}\) to multiply its values as a plain array$")
+    with pytest.raises(TypeError, match=rf"^{name} is a {subclass.__name__}, an ndarray subclass whose kind np.matmul "
+                                        rf"keeps \(a matrix, units\) and tuner.matmul would drop; {remedy}"):
+        tuner.matmul(**operands)
+
+
+def test_a_memory_mapped_operand_is_multiplied_as_np_matmul_multiplies_it(tmp_path):
+    """np.matmul gives a memmap's product back as a plain ndarray, and so does tuner.matmul."""
+    A, B = _operands(4, 3, 5)
+    mapped = np.memmap(tmp_path / "A", np.float32, "w+", shape=A.shape)
+    mapped[:] = A
+    result = tuner.matmul(mapped, B)
+    assert type(result) is type(np.matmul(mapped, B)) is np.ndarray
+    _close(result, _expected(A, B), "float32")
+
+
 @pytest.mark.skipif(np.finfo(np.longdouble).max < np.longdouble("1e400"),
                     reason="this platform's long double is float64")
 def test_a_long_double_alpha_beyond_float64_is_refused_not_turned_into_infinity():

@@ -105,8 +105,9 @@ def _on_device(runtime: Runtime, array):
 
 
 def _matrix(runtime: Runtime, array, name: str):
-    """`array` as a NumPy or device array, with its name in any error; a device one must be in
-    native byte order, the only one Numba compiles kernels for."""
+    """`array` as a NumPy or device array, with its name in any error; a host one must not be a
+    subclass whose kind np.matmul keeps (a memmap's product is a plain ndarray there too), a device
+    one must be in native byte order, the only one Numba compiles kernels for."""
     if not is_device(array):
         if name == "out" and not isinstance(array, np.ndarray):
             raise TypeError(f"out must be a NumPy array or a device array, not {type(array).__name__}")
@@ -115,6 +116,11 @@ def _matrix(runtime: Runtime, array, name: str):
                       if name == "out" else f"pass {name}.filled(0) to multiply with masked entries as zeros, "
                                             f"or {name}.data to ignore the mask")
             raise TypeError(f"{name} is a masked array, whose mask tuner.matmul would ignore; {remedy}")
+        if isinstance(array, np.ndarray) and type(array) is not np.ndarray and not isinstance(array, np.memmap):
+            remedy = ("pass np.asarray(out), a view of its memory, to write the product there" if name == "out" else
+                      f"pass np.asarray({name}) to multiply its values as a plain array")
+            raise TypeError(f"{name} is a {type(array).__name__}, an ndarray subclass whose kind np.matmul keeps (a "
+                            f"matrix, units) and tuner.matmul would drop; {remedy}")
         given = array
         try:
             array = np.asarray(array)
