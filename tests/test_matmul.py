@@ -512,6 +512,26 @@ def test_an_allocation_the_device_has_no_room_for_is_a_memory_error_saying_what_
         tuner.matmul(A, B)
 
 
+@pytest.mark.parametrize("result, error, message", [
+    ("CUDA_ERROR_OUT_OF_MEMORY", MemoryError,
+     r"^the device ran out of memory launching this product's kernel \(for its local memory, or to load its code\); "
+     r"free device memory \(arrays of this program or of other processes\)$"),
+    ("CUDA_ERROR_LAUNCH_FAILED", _DriverError, "CUDA_ERROR_LAUNCH_FAILED"),  # any other failure as the driver gave it
+], ids=["out of memory", "another failure"])
+def test_a_launch_the_device_has_no_memory_for_is_a_memory_error_saying_what_to_do(monkeypatch, result, error,
+                                                                                   message):
+    """The driver may find no room for a kernel's local memory, or its code, when it launches it:
+    numba-cuda raised the driver's error, a traceback, where tuner.matmul promises a MemoryError."""
+    code = getattr(pytest.importorskip("cuda.bindings.driver").CUresult, result)
+
+    def launch(*args):
+        raise _DriverError(code, f"Call to cuLaunchKernel results in {result}")
+
+    monkeypatch.setattr(tuner.kernel.Kernel, "_configured", lambda self, grid, stream: launch)
+    with pytest.raises(error, match=message):
+        tuner.matmul(*_operands(5, 6, 7))
+
+
 def test_array_interface_exporters_are_used_in_place():
     if not hasattr(cuda, "as_cuda_array"):
         pytest.skip("Numba's CUDA simulator has no __cuda_array_interface__; CuPy (and, where installed, "

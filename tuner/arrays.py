@@ -225,7 +225,7 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     if too_slow:
         raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
     stream = next((array.stream for array in (device_out, A, B) if getattr(array, "stream", 0)), 0)
-    with _memory_named():
+    with memory_named("placing this product's operands and result on it", ", or split it into smaller products"):
         if given:
             A, B = (_to_device(runtime, array, stream) if copied else array for array, copied in zip(given, copies))
         from_host = any(not is_device(array) for array in given)
@@ -243,18 +243,18 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
 
 
 @contextlib.contextmanager
-def _memory_named():
+def memory_named(doing: str, remedy: str = ""):
     """Within it, the driver's out-of-memory (raised by numba-cuda, and by numba-hip in HIP Python's
-    CUDA names, once its retry after freeing the arrays pending deallocation has failed too) is a
-    MemoryError saying what to do; any other error goes on as raised."""
+    CUDA names, once any retry after freeing the arrays pending deallocation has failed too) is a
+    MemoryError saying what it ran out `doing`, and to free device memory, then `remedy`; any other
+    error goes on as raised."""
     try:
         yield
     except Exception as error:
         if getattr(getattr(error, "code", None), "name", None) != "CUDA_ERROR_OUT_OF_MEMORY":
             raise
-        raise MemoryError("the device ran out of memory placing this product's operands and result on it; free "
-                          "device memory (arrays of this program or of other processes), or split it into smaller "
-                          "products") from None
+        raise MemoryError(f"the device ran out of memory {doing}; free device memory (arrays of this program or of "
+                          f"other processes){remedy}") from None
 
 
 def scalar(name: str, value, accumulate: type, wider: str = ""):

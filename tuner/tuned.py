@@ -353,6 +353,7 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, precision=None):
     if call.problem is not None:
         with _lock:
             kernel = library.kernel(call.problem).kernel
-        kernel.bind(*call.family.kernel_operands(call.A, call.B), call.C, call.alpha, call.beta, call.stream,
-                    checked=True)()
+        with arrays.memory_named("launching this product's kernel (for its local memory, or to load its code)"):
+            kernel.bind(*call.family.kernel_operands(call.A, call.B), call.C, call.alpha, call.beta, call.stream,
+                        checked=True)()
     return call.result()
