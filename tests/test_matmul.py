@@ -609,3 +609,35 @@ def test_on_a_callers_stream_the_copies_and_the_result_wait_for_what_they_follow
     aliased.stream = Stream()
     call = arrays.prepare(runtime, aliased, aliased, aliased, 1.0, 0.0)  # A and B copied aside, on the device
     assert call.A.stream is call.B.stream is aliased.stream and said[3:] == []  # on the kernel's stream: no wait
+
+
+def test_operands_on_two_streams_wait_for_the_other_and_it_for_the_product(monkeypatch):
+    """The kernel launches on one operand's stream, which nothing orders after the pending work on
+    another operand's (a Numba array bound to another stream: numba synchronises only an exporter's
+    stream when wrapping it), nor that stream's later work after the kernel: the other stream is
+    synchronised before anything is enqueued, and the kernel's before the result is handed back,
+    a CuPy or PyTorch one too. One stream seen twice (two wraps of an exporter's) is one stream."""
+    from tuner import arrays
+
+    runtime, said = tuner.tuned._library(None, None).runtime, []
+
+    class Stream:
+        def __init__(self, name, handle):
+            self.name, self.handle = name, handle
+
+        def synchronize(self):
+            said.append(self.name)
+
+        def __int__(self):
+            return self.handle
+
+    A, B = (cuda.to_device(matrix) for matrix in _operands(5, 3, 4))
+    A.stream, B.stream = Stream("A's", 7), Stream("B's", 8)
+    call = arrays.prepare(runtime, A, B, None, 1.0, 0.0)
+    assert call.stream is A.stream and said == ["B's"]
+    cupy_like = type("ndarray", (), {"__module__": "cupy", "__cuda_array_interface__": {}})()
+    assert dataclasses.replace(call, out=cupy_like).result() is cupy_like and said == ["B's", "A's"]
+    B.stream = Stream("B's, as A's", 7)  # the same stream, wrapped again
+    call = arrays.prepare(runtime, A, B, None, 1.0, 0.0)
+    assert said == ["B's", "A's"] and dataclasses.replace(call, out=cupy_like).result() is cupy_like
+    assert said == ["B's", "A's"]  # one stream: CuPy's later work on it is ordered after the kernel

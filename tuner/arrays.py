@@ -52,18 +52,20 @@ class Call:
     beta: np.floating
     stream: object = 0  # the exporter's stream, so that the caller's later work is ordered after ours
     strided_out: object = None  # the caller's device out where the kernel cannot take it: C stands in for it
+    other_streams: bool = False  # whether operands were on streams other than the kernel's
 
     def result(self):
         """The product, as the caller's `out` (copied there from C first where C stands in for it)
         or as the kind of array the caller gave. Where the kernel ran on an exporter's stream, a
         result read on the default stream (a host copy, a Numba array) waits for it first: a
         non-blocking stream and the default one do not wait for each other. A CuPy or PyTorch
-        result needs no wait: their later work goes on that stream."""
+        result needs no wait, their later work going on that stream, unless operands were on
+        other streams too, whose later work would not wait for the kernel reading them."""
         if self.strided_out is not None:  # on the kernel's stream, after it
             self.strided_out.bind(self.stream)[:] = self.C
         on_device = self.out is not None and is_device(self.out)
         returned = self.out if on_device else self.model if self.out is None else None  # None: a host result
-        if self.stream and _package(returned) not in ("cupy", "torch"):
+        if self.stream and (self.other_streams or _package(returned) not in ("cupy", "torch")):
             self.stream.synchronize()
         if on_device:
             return self.out
@@ -224,7 +226,13 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     too_slow = runtime.too_slow(problem) if problem is not None else ""
     if too_slow:
         raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
-    stream = next((array.stream for array in (device_out, A, B) if getattr(array, "stream", 0)), 0)
+    # The kernel runs on the first operand's stream; nothing orders that after the pending work on another operand's
+    # (a Numba array bound to a stream of its own: Numba synchronises only an exporter's, when wrapping it), so that
+    # work is finished first.
+    streams = {_which(array.stream): array.stream for array in (device_out, A, B) if getattr(array, "stream", 0)}
+    stream, *others = streams.values() or [0]
+    for other in others:
+        other.synchronize()
     with memory_named("placing this product's operands and result on it", ", or split it into smaller products"):
         if given:
             A, B = (_to_device(runtime, array, stream) if copied else array for array, copied in zip(given, copies))
@@ -239,7 +247,13 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
             C = runtime.module.device_array(c_shape, dtype=output)
     if stream and from_host:  # those copies went on the default stream, which a non-blocking stream does not wait for
         runtime.module.synchronize()
-    return Call(A, B, C, family, problem, out, model, alpha, beta, stream, strided_out)
+    return Call(A, B, C, family, problem, out, model, alpha, beta, stream, strided_out, bool(others))
+
+
+def _which(stream) -> int:
+    """Which stream `stream` is: its handle (two wraps of one exporter's stream are one stream), or,
+    for the simulator's, which have none, the object's identity."""
+    return int(stream) if hasattr(stream, "__int__") else id(stream)
 
 
 @contextlib.contextmanager
