@@ -346,7 +346,7 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, precision=None):
     `out` is returned; beta scales out's previous values and needs `out`. Records are read from
     $TUNER_CACHE_DIR, else the user cache directory, and from those shipped with tuner. Operands it
     cannot take are a one-line TypeError or ValueError (a MemoryError where the device has no room
-    for them), before anything is launched.
+    for them), before anything is launched; a launch the device has no memory for, a MemoryError too.
     """
     library = _library(None, None)
     call = arrays.prepare(library.runtime, A, B, out, alpha, beta, precision)
