@@ -1,6 +1,7 @@
 """tuner.matmul against NumPy on the simulator: odd shapes, dtypes, alpha/beta, host and device
 operands, and every kind of bad input (a clear exception, or NumPy's answer where it has one)."""
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -269,8 +270,44 @@ def test_a_tuned_kernel_refuses_operands_of_another_layout():
     assert not C.copy_to_host().any()  # nothing ran
     kernel.kernel.check_operands(_Exported(np.ascontiguousarray(A.T)), dB, C)
     explicit = _Exported(A)
-    explicit.__cuda_array_interface__["strides"] = A.strides  # an exporter may give a C-contiguous one's strides
-    kernel.kernel.check_operands(explicit, dB, C)
+    explicit.__cuda_array_interface__["strides"] = A.strides  # numba-cuda types it layout "A" (see below)
+    with pytest.raises(ValueError, match="^A is not C-contiguous"):
+        kernel.kernel.check_operands(explicit, dB, C)
+
+
+def test_an_exporter_is_taken_as_it_is_only_where_numba_cuda_types_it_as_the_kernel_is_compiled():
+    """numba-cuda types a CUDA Array Interface exporter (one without Numba's own type) from the
+    strides its interface gives: layout "C" only where it gives none, layout "A" even for a
+    C-contiguous array's strides (it compares them with the item size in bits). One taken as C
+    there would make it compile another kernel, never verified. Asked of numba-cuda's own typeof,
+    outside the simulator (whose typeof is NumPy's)."""
+    script = """if True:
+        import json
+        import numpy as np
+        from numba.cuda.typing.typeof import typeof
+        from tuner.arrays import compiled_layout
+
+        class Exported:
+            def __init__(self, host, strides):
+                self.shape, self.dtype = host.shape, host.dtype
+                self.__cuda_array_interface__ = {"shape": host.shape, "strides": strides, "typestr": host.dtype.str,
+                                                 "data": (host.ctypes.data, False), "version": 3}
+
+        host = np.zeros((2, 4, 6), np.float32)
+        cases = {"no strides": (host, None), "a C-contiguous one's strides": (host, host.strides),
+                 "a band of rows": (host[:, 1:3], host[:, 1:3].strides), "one layer": (host[1:], None),
+                 "strided": (host[:, :, ::2], host[:, :, ::2].strides),
+                 "transposed": (host.T, host.T.strides), "broadcast": (host, (0, 24, 4))}
+        print(json.dumps({name: [compiled_layout(Exported(array, strides)), typeof(Exported(array, strides)).layout]
+                          for name, (array, strides) in cases.items()}))
+    """
+    environment = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**environment, "PYTHONPATH": os.path.dirname(os.path.dirname(tuner.__file__))})
+    assert done.returncode == 0, done.stderr
+    layouts = json.loads(done.stdout)
+    assert layouts["no strides"] == [True, "C"]
+    assert {name: taken for name, (taken, layout) in layouts.items() if taken != (layout == "C")} == {}
 
 
 class _Dispatcher:

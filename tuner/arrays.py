@@ -346,18 +346,16 @@ def compiled_layout(array) -> bool:
     NumPy array) as layout "C", the one every tuned kernel is compiled, verified and timed for:
     a Numba device array C-contiguous and not broadcast (no stride of 0), as its `_numba_type_`
     says, asked of its flags (numba.typeof would build a Numba type at each ask); an exporter or
-    NumPy array with the strides of a C-contiguous one, as its interface gives them. For another
-    layout (a transposed, strided or broadcast view) Numba would compile another kernel, never
-    verified nor timed. An empty array is never read (the simulator types some as layout "A")."""
-    shape = tuple(array.shape)
-    if 0 in shape:
+    NumPy array whose interface gives no strides, as it does for a C-contiguous one (numba-cuda
+    types an exporter whose interface gives strides as layout "A", even a C-contiguous array's). For
+    another layout (a transposed, strided or broadcast view) Numba would compile another kernel,
+    never verified nor timed. An empty array is never read (the simulator types some as layout "A")."""
+    if 0 in tuple(array.shape):
         return True
     if hasattr(array, "is_c_contiguous"):
         return array.is_c_contiguous() and 0 not in tuple(array.strides)
     interface = getattr(array, "__cuda_array_interface__", None) or array.__array_interface__
-    strides, itemsize = interface.get("strides"), np.dtype(interface["typestr"]).itemsize
-    return strides is None or tuple(strides) == tuple(itemsize * math.prod(shape[dimension + 1:])
-                                                      for dimension in range(len(shape)))
+    return interface.get("strides") is None
 
 
 def _to_device(runtime: Runtime, array, stream):
