@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -567,6 +568,33 @@ def test_a_launch_the_device_has_no_memory_for_is_a_memory_error_saying_what_to_
     monkeypatch.setattr(tuner.kernel.Kernel, "_configured", lambda self, grid, stream: launch)
     with pytest.raises(error, match=message):
         tuner.matmul(*_operands(5, 6, 7))
+
+
+def test_the_gpu_benchmarks_device_a_of_another_layout_is_one_on_a_gpu_too(monkeypatch):
+    """bench/matmul_on_gpu.py checks that a device A of another layout runs only the verified
+    kernel. It made that A as a device array's .T, which numba-cuda's DeviceNDArray computes into a
+    new C-contiguous array with a transpose kernel (the simulator's is NumPy's view): on a GPU the
+    check passed with no operand of another layout. Here .T copies as numba-cuda's does."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    from tuner import arrays
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "bench"))
+    import matmul_on_gpu
+
+    monkeypatch.setattr(FakeCUDAArray, "transpose",
+                        lambda self, axes=None: cuda.to_device(np.ascontiguousarray(self.copy_to_host().T)))
+    laid_out, contiguous = [], arrays._contiguous
+
+    def copying(runtime, array, *arguments, **keywords):
+        laid_out.append(array.is_c_contiguous())
+        return contiguous(runtime, array, *arguments, **keywords)
+
+    monkeypatch.setattr(arrays, "_contiguous", copying)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tuner.UntunedWarning)
+        row = matmul_on_gpu._first_call((16, 8, 12), "float32")
+    assert laid_out == [False] and row["transposed_A_relative_error"] < 1e-5, laid_out
 
 
 def test_array_interface_exporters_are_used_in_place():
