@@ -530,8 +530,8 @@ class _DriverError(Exception):
 @pytest.mark.parametrize("allocation", ["to_device", "device_array"])
 @pytest.mark.parametrize("result, error, message", [
     ("CUDA_ERROR_OUT_OF_MEMORY", MemoryError,
-     r"^the device ran out of memory placing this product's operands and result on it; free device memory .*, or "
-     r"split it into smaller products$"),
+     r"^the device ran out of memory for this product \(placing its operands and result, or launching its kernels\); "
+     r"free device memory .*, or split it into smaller products$"),
     ("CUDA_ERROR_INVALID_VALUE", _DriverError, "CUDA_ERROR_INVALID_VALUE"),  # any other failure as the driver gave it
 ], ids=["out of memory", "another failure"])
 def test_an_allocation_the_device_has_no_room_for_is_a_memory_error_saying_what_to_do(monkeypatch, allocation, result,
@@ -552,12 +552,12 @@ def test_an_allocation_the_device_has_no_room_for_is_a_memory_error_saying_what_
 
 @pytest.mark.parametrize("result, error, message", [
     ("CUDA_ERROR_OUT_OF_MEMORY", MemoryError,
-     r"^the device ran out of memory launching this product's kernel \(for its local memory, or to load its code\); "
-     r"free device memory \(arrays of this program or of other processes\)$"),
+     r"^the device ran out of memory for this product \(placing its operands and result, or launching its kernels\); "
+     r"free device memory \(arrays of this program or of other processes\), or split it into smaller products$"),
     ("CUDA_ERROR_LAUNCH_FAILED", _DriverError, "CUDA_ERROR_LAUNCH_FAILED"),  # any other failure as the driver gave it
 ], ids=["out of memory", "another failure"])
-def test_a_launch_the_device_has_no_memory_for_is_a_memory_error_saying_what_to_do(monkeypatch, result, error,
-                                                                                   message):
+def test_a_launch_that_fails_otherwise_is_the_drivers_error_and_one_out_of_memory_a_memory_error(
+        monkeypatch, result, error, message):
     """The driver may find no room for a kernel's local memory, or its code, when it launches it:
     numba-cuda raised the driver's error, a traceback, where tuner.matmul promises a MemoryError."""
     code = getattr(pytest.importorskip("cuda.bindings.driver").CUresult, result)
@@ -568,6 +568,35 @@ def test_a_launch_the_device_has_no_memory_for_is_a_memory_error_saying_what_to_
     monkeypatch.setattr(tuner.kernel.Kernel, "_configured", lambda self, grid, stream: launch)
     with pytest.raises(error, match=message):
         tuner.matmul(*_operands(5, 6, 7))
+
+
+@pytest.mark.parametrize("failing", ["the kernel's launch", "the copy into out"])
+def test_a_launch_the_device_has_no_room_for_is_a_memory_error_saying_what_to_do(monkeypatch, failing):
+    """A launch can fail for want of device memory once the operands are placed: CUDA loads a
+    kernel at its first launch (lazy loading; Numba's copy kernel, into a strided out, is compiled
+    at its first use too), and reserves its local memory. That reached the user as the driver's
+    error, a traceback, where MemoryError is promised."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    from tuner.kernel import Kernel
+
+    code = pytest.importorskip("cuda.bindings.driver").CUresult.CUDA_ERROR_OUT_OF_MEMORY
+
+    def no_room(*args):
+        raise _DriverError(code, "Call to cuLaunchKernel results in CUDA_ERROR_OUT_OF_MEMORY")
+
+    class CopyKernelLaunched:  # numba-cuda's assignment launches its copy kernel
+        __setitem__ = no_room
+
+    if failing == "the kernel's launch":
+        monkeypatch.setattr(Kernel, "_configured", lambda kernel, grid, stream: no_room)
+    else:
+        monkeypatch.setattr(FakeCUDAArray, "bind", lambda array, stream=0: CopyKernelLaunched())
+    A, B = (cuda.to_device(matrix) for matrix in _operands(5, 6, 7))
+    out = cuda.to_device(np.zeros((5, 12), np.float32))[:, ::2]
+    with pytest.raises(MemoryError, match=r"^the device ran out of memory .*; free device memory .*, or split it "
+                                          r"into smaller products$"):
+        tuner.matmul(A, B, out)
 
 
 def test_the_gpu_benchmarks_device_a_of_another_layout_is_one_on_a_gpu_too(monkeypatch):

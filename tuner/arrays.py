@@ -178,8 +178,8 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
 
     TypeError or ValueError for operands NumPy would refuse or the kernels do not take, ValueError
     for a product too slow for this device (the simulator), and MemoryError when the device has no
-    room for them; each before anything is copied (but a MemoryError where an allocation fails
-    though the free memory sufficed), and never a launch on bad operands.
+    room for them; each before anything is copied, and never a launch on bad operands. Where an
+    allocation fails though the free memory sufficed, the driver's error is raised (memory_named).
     """
     alpha, beta = _real("alpha", alpha), _real("beta", beta)
     model = next((array for array in (out, A, B) if array is not None and is_device(array)), None)
@@ -233,18 +233,17 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     stream, *others = streams.values() or [0]
     for other in others:
         other.synchronize()
-    with memory_named("placing this product's operands and result on it", ", or split it into smaller products"):
-        if given:
-            A, B = (_to_device(runtime, array, stream) if copied else array for array, copied in zip(given, copies))
-        from_host = any(not is_device(array) for array in given)
-        if strided_out is not None:
-            C = _contiguous(runtime, strided_out, stream, copy=beta != 0)
-        elif device_out is not None:
-            C = device_out
-        elif C is not None and beta != 0:
-            C, from_host = runtime.module.to_device(np.ascontiguousarray(C, dtype=output)), True
-        else:
-            C = runtime.module.device_array(c_shape, dtype=output)
+    if given:
+        A, B = (_to_device(runtime, array, stream) if copied else array for array, copied in zip(given, copies))
+    from_host = any(not is_device(array) for array in given)
+    if strided_out is not None:
+        C = _contiguous(runtime, strided_out, stream, copy=beta != 0)
+    elif device_out is not None:
+        C = device_out
+    elif C is not None and beta != 0:
+        C, from_host = runtime.module.to_device(np.ascontiguousarray(C, dtype=output)), True
+    else:
+        C = runtime.module.device_array(c_shape, dtype=output)
     if stream and from_host:  # those copies went on the default stream, which a non-blocking stream does not wait for
         runtime.module.synchronize()
     return Call(A, B, C, family, problem, out, model, alpha, beta, stream, strided_out, bool(others))
@@ -257,18 +256,20 @@ def _which(stream) -> int:
 
 
 @contextlib.contextmanager
-def memory_named(doing: str, remedy: str = ""):
+def memory_named():
     """Within it, the driver's out-of-memory (raised by numba-cuda, and by numba-hip in HIP Python's
-    CUDA names, once any retry after freeing the arrays pending deallocation has failed too) is a
-    MemoryError saying what it ran out `doing`, and to free device memory, then `remedy`; any other
-    error goes on as raised."""
+    CUDA names; for an allocation, once its retry after freeing the arrays pending deallocation has
+    failed too) is a MemoryError saying what to do; any other error goes on as raised. Besides an
+    allocation, a launch can fail so once the operands fill the device: the driver loads a kernel
+    at its first launch (lazy loading) and reserves its local memory."""
     try:
         yield
     except Exception as error:
         if getattr(getattr(error, "code", None), "name", None) != "CUDA_ERROR_OUT_OF_MEMORY":
             raise
-        raise MemoryError(f"the device ran out of memory {doing}; free device memory (arrays of this program or of "
-                          f"other processes){remedy}") from None
+        raise MemoryError("the device ran out of memory for this product (placing its operands and result, or "
+                          "launching its kernels); free device memory (arrays of this program or of other "
+                          "processes), or split it into smaller products") from None
 
 
 def scalar(name: str, value, accumulate: type, wider: str = ""):

@@ -346,14 +346,14 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, precision=None):
     `out` is returned; beta scales out's previous values and needs `out`. Records are read from
     $TUNER_CACHE_DIR, else the user cache directory, and from those shipped with tuner. Operands it
     cannot take are a one-line TypeError or ValueError (a MemoryError where the device has no room
-    for them), before anything is launched; a launch the device has no memory for, a MemoryError too.
+    for them), before anything is launched; a MemoryError too where the launch finds no room left.
     """
     library = _library(None, None)
-    call = arrays.prepare(library.runtime, A, B, out, alpha, beta, precision)
-    if call.problem is not None:
-        with _lock:
-            kernel = library.kernel(call.problem).kernel
-        with arrays.memory_named("launching this product's kernel (for its local memory, or to load its code)"):
+    with arrays.memory_named():
+        call = arrays.prepare(library.runtime, A, B, out, alpha, beta, precision)
+        if call.problem is not None:
+            with _lock:
+                kernel = library.kernel(call.problem).kernel
             kernel.bind(*call.family.kernel_operands(call.A, call.B), call.C, call.alpha, call.beta, call.stream,
                         checked=True)()
-    return call.result()
+        return call.result()
