@@ -229,7 +229,7 @@ def test_a_product_wider_than_a_grid_covers_is_refused_in_one_line_naming_the_wi
     assert str(raised.value) == message
     with pytest.raises(ValueError) as raised:
         C = cuda.device_array((70, B.shape[1]), np.float32)
-        tuner.get_kernel(*A.shape, B.shape[1])(cuda.to_device(A), cuda.to_device(B), C)
+        tuner.get_kernel(A.shape[0], B.shape[1], A.shape[1])(cuda.to_device(A), cuda.to_device(B), C)
     assert str(raised.value) == message and launches == []
     A, B = _operands(70, 2 * config.block_n, 3)  # as wide as a grid covers
     _close(tuner.matmul(A, B), _expected(A, B), "float32")
