@@ -339,6 +339,37 @@ def test_a_directory_variable_blank_or_padded_with_whitespace_is_refused_not_mad
     assert not [path for path in tmp_path.iterdir() if "meant" in path.name]
 
 
+def test_relative_cache_and_kernel_directories_stay_where_first_used_when_the_program_changes_directory(
+        tmp_path, monkeypatch):
+    """A relative TUNER_CACHE_DIR or TUNER_KERNEL_DIR is taken from the working directory where tuner
+    first uses it: a program's later os.chdir neither moves its records (which would re-tune) nor
+    its kernel files; a relative cache_dir= argument is taken from the directory of its call."""
+    from tuner import disk
+    from tuner.kernel import kernel_dir
+
+    monkeypatch.setattr(disk, "_settings", {}, raising=False)  # as in a new process
+    for folder in ("first", "later"):
+        (tmp_path / folder).mkdir()
+    monkeypatch.chdir(tmp_path / "first")
+    monkeypatch.setenv("TUNER_CACHE_DIR", "cache")
+    monkeypatch.delenv("TUNER_KERNEL_DIR", raising=False)
+    tuner.reload()
+    ones = np.ones((2, 2), np.float32)
+    tuner.matmul(ones, ones)
+    monkeypatch.chdir(tmp_path / "later")
+    tuner.reload()
+    tuner.matmul(ones.astype(np.float64), ones.astype(np.float64))
+    assert len(list((tmp_path / "first" / "cache" / "kernels").glob("*.py"))) == 2
+    assert cache.cache_dir() == tmp_path / "first" / "cache"
+    monkeypatch.setenv("TUNER_KERNEL_DIR", "kernels")
+    assert kernel_dir() == tmp_path / "later" / "kernels"
+    monkeypatch.chdir(tmp_path)
+    assert kernel_dir() == tmp_path / "later" / "kernels"
+    assert cache.cache_dir("mine") == tmp_path / "mine"
+    assert not list((tmp_path / "later").iterdir())
+    tuner.reload()
+
+
 @pytest.fixture
 def homeless(monkeypatch):
     """As in a container run under a user id the password database lacks, with HOME unset: no home

@@ -20,10 +20,16 @@ from pathlib import Path
 STALE_SCRATCH_SECONDS = 24 * 3600
 
 
+# (environment variable, its value with ~ expanded) -> the absolute path it named where first used
+_settings: dict[tuple[str, str], Path] = {}
+
+
 def user_path(given: str | os.PathLike, setting: str = "") -> Path:
-    """A path as a user wrote it (in the environment variable `setting`, if one), with a leading ~
-    expanded as a shell would (a shell leaves it in `--cache-dir=~/x`, and environment files leave
-    it too); ValueError for a ~user that names no user here, which would otherwise be taken as a
+    """A path as a user wrote it (in the environment variable `setting`, if one), made absolute,
+    with a leading ~ expanded as a shell would (a shell leaves it in `--cache-dir=~/x`, and
+    environment files leave it too). A variable's relative value is taken from the working directory
+    where the process first uses it, so that a later os.chdir does not move the cache or the kernel
+    files. ValueError for a ~user that names no user here, which would otherwise be taken as a
     folder of that name in the current directory, and for a variable's value that starts or ends
     with whitespace (an environment file's stray space), which would name another folder."""
     stray = setting and padded(str(given))
@@ -33,7 +39,9 @@ def user_path(given: str | os.PathLike, setting: str = "") -> Path:
     if str(expanded).startswith("~"):
         raise ValueError(f"{setting + '=' if setting else ''}{given}: {str(expanded).split(os.sep)[0]} names no "
                          "user on this machine; give the path in full")
-    return Path(expanded)
+    if setting:
+        return _settings.setdefault((setting, expanded), Path(expanded).absolute())
+    return Path(expanded).absolute()
 
 
 def padded(value: str, what: str = "path") -> str:
