@@ -85,6 +85,20 @@ def test_a_kernel_file_of_another_user_is_replaced(kernels):
     assert path.stat().st_uid == os.geteuid()
 
 
+@pytest.mark.parametrize("call", ["matmul", "get_kernel"])
+def test_a_replaced_kernel_file_is_warned_of_at_the_users_own_line(kernels, call):
+    """However deep in tuner the file is checked, the warning names the line of the program that
+    called tuner, not a line of tuner's."""
+    directory, path, source = kernels
+    _plant(path, source + "\n# edited\n")
+    ones = np.ones((2, 2), np.float32)
+    with pytest.warns(KernelFileWarning) as caught:
+        line = sys._getframe().f_lineno + 1
+        tuner.matmul(ones, ones) if call == "matmul" else tuner.get_kernel(2, 2, 2)
+    assert [(warning.filename, warning.lineno) for warning in caught if warning.category is KernelFileWarning] == [
+        (__file__, line)]
+
+
 def test_the_replacement_is_said_once_and_takes_numbas_cache_of_the_file_with_it(kernels, tmp_path):
     directory, path, source = kernels
     _plant(path, source + "\n# edited\n")

@@ -31,6 +31,7 @@ import numpy as np
 from . import cache, disk, simulator
 from .arrays import compiled_layout, scalar, sharing
 from .backends import by_module
+from .callers import user_stacklevel
 from .config import Tiling
 from .source import render
 from .space import Space
@@ -281,7 +282,7 @@ def write_source(source: str, directory: Path | None = None, settings: dict[str,
         if path not in _replaced:
             _replaced.add(path)
             warnings.warn(f"tuner: the kernel file {path} was {difference}; it was not run, and was rendered "
-                          "again from the installed templates", KernelFileWarning, stacklevel=3)
+                          "again from the installed templates", KernelFileWarning, stacklevel=user_stacklevel())
     _write_atomically(path, expected)
     return path
 
