@@ -621,6 +621,25 @@ def test_the_count_made_in_the_measuring_process_is_in_its_variants_seconds_and_
     assert cache.read_record(search.path).budget.measuring_seconds >= 0.3
 
 
+def test_the_count_of_a_variant_its_ceiling_rules_out_is_in_its_seconds_and_the_records(tmp_path, monkeypatch):
+    """A variant counted in the measuring process and then ruled out by its static ceiling cost that
+    process the count: the seconds are on its trial and in the record's measuring_seconds (`tuner
+    show`'s seconds compiling, counting, verifying and timing), not dropped with the variant."""
+    import time
+
+    from tuner.ceiling import Ceilings
+
+    _modelled(monkeypatch)
+    search = _search(tmp_path)
+    search.ceilings = Ceilings(tmp_path / "ceilings.json", lambda config: 0.8 if config == FIRST else
+                               time.sleep(0.3) or 0.2)
+    search.enqueue([FIRST, SEED])
+    search.run(trials=2, timeout=None, warm=False, from_queue=[FIRST, SEED])
+    [pruned] = [trial for trial in search.study.trials if trial.user_attrs.get("pruned")]
+    assert pruned.params == SEED.as_dict() and pruned.user_attrs["seconds"]["compile_and_count"] >= 0.3
+    assert cache.read_record(search.path).budget.measuring_seconds >= 0.3
+
+
 def test_a_ceiling_already_known_costs_its_variant_no_compile_and_count_phase(tmp_path):
     """Read from the ceilings file, a ceiling compiled nothing: the measurement compiles the kernel
     itself (its compile phase), and the trial has no compile_and_count that was never made."""

@@ -93,7 +93,8 @@ class Entry:
 @dataclass(frozen=True)
 class Budget:
     """What the study spent: trials asked, variants measured (failed ones included), suggestions
-    answered without measuring, and the seconds spent measuring."""
+    answered without measuring, and the measuring process's seconds compiling (or loading),
+    counting, verifying and timing, those of the variants their static ceiling ruled out included."""
 
     trials: int
     measured: int

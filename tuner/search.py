@@ -387,10 +387,12 @@ class Search:
         outcome.duplicates += 1
         outcome.unmeasured_in_a_row += 1
 
-    def _tell_invalid(self, trial, violation: float, outcome: Outcome, broken: list[str], pruned: list[str]) -> None:
+    def _tell_invalid(self, trial, violation: float, outcome: Outcome, broken: list[str], pruned: list[str],
+                      **seconds: float) -> None:
         """Tell `trial` invalid, never to be measured: for the hard rules it breaks (`reasons`), or
-        the heuristics that prune it (`pruned`)."""
-        self._tell(trial, Kind.INVALID, 0.0, violation, reasons=broken, pruned=pruned)
+        the heuristics that prune it (`pruned`), with the `seconds` of each phase it cost, if any."""
+        self._tell(trial, Kind.INVALID, 0.0, violation, reasons=broken, pruned=pruned,
+                   **({"seconds": seconds} if seconds else {}))
         outcome.invalid += 1
         outcome.unmeasured_in_a_row += 1
 
@@ -414,8 +416,10 @@ class Search:
         reason = "" if trial.user_attrs.get(RECORDED) else why_not_measure(ceiling, self.best_ceiling(),
                                                                             outcome.unmeasured_in_a_row)
         trial.set_user_attr("ceiling", ceiling)
-        if reason:
-            self._tell_invalid(trial, 1.0, outcome, [], [reason])
+        if reason:  # the seconds its count took, in a compile worker or here, go with it
+            spent = {"compile_ahead": compiled.seconds} if compiled else \
+                {"compile_and_count": self._counted_seconds} if self._counted_seconds else {}
+            self._tell_invalid(trial, 1.0, outcome, [], [reason], **spent)
         return bool(reason)
 
     def _tell(self, trial, told: Kind, value: float, violation: float, **attrs) -> None:

@@ -59,8 +59,9 @@ def answers(trial, problem: Problem, device: Device | None) -> bool:
 
 
 def _measuring_seconds(trial) -> float:
-    """The measuring process's seconds on a measured trial (load or compile, with no compile worker
-    the count, verify, time), not those it spent held ahead while a worker compiled it."""
+    """The measuring process's seconds on a trial (load or compile, with no compile worker the count,
+    verify, time; for one its static ceiling ruled out, that count), not those a worker spent
+    compiling it ahead."""
     return sum(seconds for phase, seconds in trial.user_attrs.get("seconds", {}).items() if phase != "compile_ahead")
 
 
@@ -79,7 +80,8 @@ def build_record(study: optuna.Study, runtime: Runtime, problem: Problem, storag
     budget = record.Budget(
         trials=len(trials), measured=len(measured), failed=len(measured) - len(good),
         invalid=kinds.count(Kind.INVALID), duplicates=kinds.count(Kind.DUPLICATE),
-        measuring_seconds=round(sum(_measuring_seconds(trial) for trial in measured), 3))
+        measuring_seconds=round(sum(_measuring_seconds(trial) for trial in
+                                    measured + [trial for trial in done if not is_measured(trial)]), 3))
     searched = (min(trial.datetime_start for trial in trials if trial.datetime_start),
                 max(trial.datetime_complete for trial in done))
     ranked = [record.parse_entry({"trial": trial.number, "config": trial.params,
