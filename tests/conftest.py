@@ -2,8 +2,10 @@
 import contextlib
 import importlib
 import os
+import shutil
 import subprocess
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -71,6 +73,20 @@ def cache_dir(tmp_path, monkeypatch):
     tuner.reload()
     yield tmp_path
     tuner.reload()
+
+
+@pytest.fixture
+def reachable(monkeypatch):
+    """A folder that another user can reach (pytest's own are private to this one), for a cache
+    with no shipped records; removed after the test, whatever modes the test left there."""
+    folder = Path(tempfile.mkdtemp(prefix="tuner-test-modes-"))
+    folder.chmod(0o755)
+    monkeypatch.setattr("tuner.cache.shipped_dir", lambda: folder / "no-shipped-records")
+    yield folder
+    for path in (folder, *folder.rglob("*")):
+        with contextlib.suppress(OSError):
+            path.chmod(0o755)
+    shutil.rmtree(folder)
 
 
 @pytest.fixture(autouse=True)

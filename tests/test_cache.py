@@ -8,10 +8,7 @@ import contextlib
 import io
 import multiprocessing
 import os
-import shutil
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -696,20 +693,6 @@ def test_a_rewritten_record_keeps_the_mode_its_owner_gave_it(tmp_path):
     path.chmod(0o240)  # one its owner may not read: the rewrite gives it back to them
     _write(path, 300.0, 2)
     assert path.stat().st_mode & 0o777 == 0o640 and cache.read_record(path).best.measurement.gflops == 300.0
-
-
-@pytest.fixture
-def reachable(monkeypatch):
-    """A folder that another user can reach (pytest's own are private to this one), for a cache
-    with no shipped records; removed after the test, whatever modes the test left there."""
-    folder = Path(tempfile.mkdtemp(prefix="tuner-test-modes-"))
-    folder.chmod(0o755)
-    monkeypatch.setattr("tuner.cache.shipped_dir", lambda: folder / "no-shipped-records")
-    yield folder
-    for path in (folder, *folder.rglob("*")):
-        with contextlib.suppress(OSError):
-            path.chmod(0o755)
-    shutil.rmtree(folder)
 
 
 def _listed(root) -> tuple[list[str], int, str]:

@@ -263,6 +263,33 @@ def test_a_study_file_this_user_may_not_write_says_whose_it_is_not_disk_space(tm
                         err), err
 
 
+def _explained(path) -> str:
+    """explain's line for this user's PermissionError on looking up `path`."""
+    try:
+        os.stat(path)
+    except PermissionError as error:
+        return cli.explain(error)
+    return "not refused"
+
+
+def test_a_path_behind_a_folder_this_user_may_not_enter_names_that_folder_whose_it_is_and_what_to_do(reachable):
+    """A --storage journal deep in another user's private folder: the folder that bars the way is
+    named, with its owner and mode and what to do, not a bare "check its permissions". Run where
+    modes bind (processes.where_permissions_bind)."""
+    from processes import where_permissions_bind
+
+    closed = reachable / "closed"
+    studies = closed / "cache" / "studies"
+    studies.mkdir(parents=True)
+    cli.explain(PermissionError(13, "Permission denied", str(studies)))  # imports what the child runs
+    closed.chmod(0)
+    whose, remedy = ("belongs to user 0, mode 0", "its owner can let you use it") if os.geteuid() == 0 else (
+        "is yours, mode 0", f"give yourself access (chmod u+rwX {closed})")
+    assert where_permissions_bind(_explained, studies) == (
+        f"this user may not use {studies} (Permission denied; the folder {closed} on its way {whose}): {remedy}, "
+        "or give tuner a cache directory of your own (--cache-dir, TUNER_CACHE_DIR) or a --storage of your own")
+
+
 def test_a_warning_during_a_search_gets_a_line_of_its_own_above_the_progress_bar(capsys, monkeypatch):
     import warnings
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import platformdirs
 
 from . import record
-from .disk import locked, read_regular_file, user_path, write_atomically
+from .disk import closed_folder, locked, read_regular_file, user_path, write_atomically
 from .formats import printable
 
 
@@ -43,7 +43,7 @@ def _not_readable(path: Path, error: PermissionError, records: str = "") -> NotR
     """NotReadable for the record file at `path`, or for the folder there that holds `records` (a
     pattern of their files), which `error` refused this user: naming the first folder on the way
     that they may not enter, else `path` itself, with its owner and mode where seen."""
-    blocked = next((folder for folder in reversed(path.parents) if not os.access(folder, os.X_OK)), path)
+    blocked = closed_folder(path) or path
     try:
         info = os.stat(blocked)
         whose = f"; it belongs to {'you' if info.st_uid == os.geteuid() else f'user {info.st_uid}'}, mode " \

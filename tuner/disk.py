@@ -56,6 +56,12 @@ def padded(value: str, what: str = "path") -> str:
     return ""
 
 
+def closed_folder(path: Path) -> Path | None:
+    """The first folder on the way to `path` that this user may not enter, if any: behind it, no
+    name can even be looked up."""
+    return next((folder for folder in reversed(path.parents) if not os.access(folder, os.X_OK)), None)
+
+
 class NotARegularFile(OSError):
     """A FIFO, a device or a folder where a file was to be read."""
 

@@ -13,6 +13,7 @@ import re
 import sys
 import warnings
 from importlib import metadata
+from pathlib import Path
 
 from .. import DISTRIBUTION
 from ..formats import printable
@@ -133,10 +134,16 @@ def explain(error: Exception, storage_from_environment: bool = False) -> str:
 
 def _permission_denied(error: PermissionError) -> str:
     """The line for a file or folder this user may not use: whose it is (the file, else the folder
-    it would be made in, or this user may not look in) and what to do."""
+    it would be made in, or this user may not look in, else the first folder on the way that this
+    user may not enter) and what to do."""
+    from ..disk import closed_folder
+
     path = os.fsdecode(error.filename)
     seen = path if os.path.lexists(path) else os.path.dirname(path) or "."
     what = "it" if seen == path else f"its folder {seen}"
+    closed = None if os.path.exists(seen) else closed_folder(Path(path))
+    if closed is not None:  # nothing behind it can be seen
+        seen, what = str(closed), f"the folder {closed} on its way"
     try:
         info = os.stat(seen)
     except OSError:
