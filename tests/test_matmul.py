@@ -735,3 +735,37 @@ def test_operands_on_two_streams_wait_for_the_other_and_it_for_the_product(monke
     call = arrays.prepare(runtime, A, B, None, 1.0, 0.0)
     assert said == ["B's", "A's"] and dataclasses.replace(call, out=cupy_like).result() is cupy_like
     assert said == ["B's", "A's"]  # one stream: CuPy's later work on it is ordered after the kernel
+
+
+def test_an_operand_on_the_default_stream_beside_an_exporters_stream_is_waited_for(monkeypatch):
+    """An exporter's stream may be non-blocking (a PyTorch side stream, a non-blocking CuPy one),
+    which does not wait for the default stream: a Numba array bound to no stream, whose writer may
+    still run there, is waited for before the kernel launches on the exporter's stream, and the
+    kernel before the result is handed back, a CuPy or PyTorch one too, since the default stream's
+    later work would not wait for the kernel reading it. Numba's own streams and the exporters'
+    default streams wait for the default stream, so there nothing waits."""
+    from tuner import arrays
+
+    runtime, said = tuner.tuned._library(None, None).runtime, []
+
+    class Stream:
+        def __init__(self, handle, external):
+            self.handle, self.external = handle, external
+
+        def synchronize(self):
+            said.append("exporter's")
+
+        def __int__(self):
+            return self.handle
+
+    monkeypatch.setattr(runtime.module, "synchronize", lambda: said.append("device"))
+    cupy_like = type("ndarray", (), {"__module__": "cupy", "__cuda_array_interface__": {}})()
+    A, B = (cuda.to_device(matrix) for matrix in _operands(5, 3, 4))
+    B.stream = Stream(7, external=True)
+    call = arrays.prepare(runtime, A, B, None, 1.0, 0.0)
+    assert call.stream is B.stream and said == ["device"]
+    assert dataclasses.replace(call, out=cupy_like).result() is cupy_like and said == ["device", "exporter's"]
+    for waits_for_the_default_stream in [Stream(1, external=True), Stream(2, external=True), Stream(7, external=False)]:
+        B.stream, said[:] = waits_for_the_default_stream, []
+        call = arrays.prepare(runtime, A, B, None, 1.0, 0.0)
+        assert dataclasses.replace(call, out=cupy_like).result() is cupy_like and said == []

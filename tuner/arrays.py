@@ -228,11 +228,16 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
         raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
     # The kernel runs on the first operand's stream; nothing orders that after the pending work on another operand's
     # (a Numba array bound to a stream of its own: Numba synchronises only an exporter's, when wrapping it), so that
-    # work is finished first.
+    # work is finished first. An exporter's stream may be non-blocking, not waiting for the default stream either, so
+    # the default stream's pending work is finished first where a device operand is on it (a Numba array bound to none).
     streams = {_which(array.stream): array.stream for array in (device_out, A, B) if getattr(array, "stream", 0)}
     stream, *others = streams.values() or [0]
     for other in others:
         other.synchronize()
+    beside_default = getattr(stream, "external", False) and _which(stream) not in _DEFAULT_STREAMS and any(
+        array is not None and is_device(array) and not getattr(array, "stream", 0) for array in (device_out, A, B))
+    if beside_default:
+        runtime.module.synchronize()
     if given:
         A, B = (_to_device(runtime, array, stream) if copied else array for array, copied in zip(given, copies))
     from_host = any(not is_device(array) for array in given)
@@ -246,7 +251,11 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
         C = runtime.module.device_array(c_shape, dtype=output)
     if stream and from_host:  # those copies went on the default stream, which a non-blocking stream does not wait for
         runtime.module.synchronize()
-    return Call(A, B, C, family, problem, out, model, alpha, beta, stream, strided_out, bool(others))
+    return Call(A, B, C, family, problem, out, model, alpha, beta, stream, strided_out, bool(others) or beside_default)
+
+
+# The handles of the legacy and the per-thread default streams, which wait for the default stream's work.
+_DEFAULT_STREAMS = (1, 2)
 
 
 def _which(stream) -> int:
