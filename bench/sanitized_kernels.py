@@ -15,10 +15,10 @@ Family.verifications) and verify at an odd served shape (SERVED). Failed API cal
 bindings, which numba-cuda calls through, have made failing calls that the sanitizer counted as
 errors (NVIDIA/cuda-python#562), and an error here is to be the kernel's.
 
-Each check's verdict comes from the sanitizer's "ERROR SUMMARY: N errors" line (racecheck's own
-summary where it prints none) and the child's verification. Checks run --jobs at a time, each
-killed (timed out) at the end of --budget seconds, and none starts in its last MIN_SECONDS, so that
-the whole fits its place in bench/gpu_check.sh e2e.
+Each check's verdict comes from the sanitizer's summary lines ("ERROR SUMMARY: N errors", and
+racecheck's own: the largest count where it prints both) and the child's verification. Checks run
+--jobs at a time, each killed (timed out) at the end of --budget seconds, and none starts in its
+last MIN_SECONDS, so that the whole fits its place in bench/gpu_check.sh e2e.
 Writes OUTDIR/sanitized_kernels.json (provenance, the sanitizer's path and version, one row per
 check) and each check's sanitizer output in OUTDIR/logs/, prints a table, and exits 1 if any check
 found errors, printed no summary, timed out, left no result, failed verification, or did not start
@@ -139,13 +139,11 @@ def find_sanitizer() -> Path | None:
 
 
 def error_count(output: str) -> int | None:
-    """The count in the sanitizer's last "ERROR SUMMARY: N errors" line (else in racecheck's summary, its
-    errors); None where it printed neither."""
-    for summary in SUMMARIES:
-        counts = summary.findall(output)
-        if counts:
-            return int(counts[-1])
-    return None
+    """The largest count of errors in the sanitizer's summary lines ("ERROR SUMMARY: N errors", racecheck's
+    summary), so that a racecheck printing both is failed by its hazards even if its ERROR SUMMARY does not
+    count them; None where it printed none."""
+    counts = [int(count) for summary in SUMMARIES for count in summary.findall(output)]
+    return max(counts) if counts else None
 
 
 def check(kernel: Kernel, kernels_dir: Path) -> dict:

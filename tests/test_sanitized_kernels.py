@@ -33,6 +33,9 @@ def test_the_error_count_is_read_off_the_summary_line():
     assert error_count("========= ERROR SUMMARY: 1 error\n") == 1
     assert error_count("========= Invalid __global__ read of size 4 bytes\n========= ERROR SUMMARY: 3 errors\n") == 3
     assert error_count("========= RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)\n") == 1
+    # A racecheck printing an ERROR SUMMARY too, which does not count its hazards, is failed by them.
+    assert error_count("========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n"
+                       "========= ERROR SUMMARY: 0 errors\n") == 1
     assert error_count("========= Error: Target application terminated before first instrumented API call\n") is None
 
 
