@@ -345,7 +345,8 @@ def _check_out(runtime: Runtime, out, shape: tuple[int, ...], dtype: np.dtype):
     interface = getattr(out, "__cuda_array_interface__", None)
     if (isinstance(out, np.ndarray) and not out.flags.writeable) or (interface and interface["data"][1]):
         raise ValueError("out is read-only; pass a writable array, or leave out out to get a new one")
-    if is_device(matrix) and any(stride == 0 and size > 1 for size, stride in zip(matrix.shape, matrix.strides)):
+    if 0 in matrix.strides and is_device(matrix) and any(
+            stride == 0 and size > 1 for size, stride in zip(matrix.shape, matrix.strides)):
         raise ValueError("out is a broadcast device array (a stride of 0), whose entries share memory that the "
                          "product's parallel writes would race for; pass one with memory of its own for each entry")
     return matrix
