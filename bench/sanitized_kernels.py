@@ -9,11 +9,12 @@ allocation (with --padding, one that lands in the allocation after it too), and 
 shared-memory hazards between threads of a block. The kernels: the default of each precision and
 family, the double-buffered ones (CUDA cores, tf32, float16-tc), and every configuration of the
 records shipped in cache/records; each runs, in a process of its own under `compute-sanitizer
---tool memcheck` (the float32 default under `--tool racecheck` too), verify_config (the edge check:
-Family.verifications) and verify at an odd served shape (SERVED). Failed API calls are not reported
-(--report-api-errors no), as in cuda-python's own sanitized tests (NVIDIA/cuda-python#687): its
-bindings, which numba-cuda calls through, have made failing calls that the sanitizer counted as
-errors (NVIDIA/cuda-python#562), and an error here is to be the kernel's.
+--tool memcheck` (the float32 default and double-buffered kernels under `--tool racecheck` too),
+verify_config (the edge check: Family.verifications) and verify at an odd served shape (SERVED).
+Failed API calls are not reported (--report-api-errors no), as in cuda-python's own sanitized
+tests (NVIDIA/cuda-python#687): its bindings, which numba-cuda calls through, have made failing
+calls that the sanitizer counted as errors (NVIDIA/cuda-python#562), and an error here is to be
+the kernel's.
 
 Each check's verdict comes from the sanitizer's summary lines ("ERROR SUMMARY: N errors", and
 racecheck's own: the largest count where it prints both) and the child's verification. Checks run
@@ -57,7 +58,8 @@ from tuner.problem import Problem  # noqa: E402
 from tuner.space import Space  # noqa: E402
 
 SERVED = {"matmul": Problem(29, 23, 13, "float32"), "batched": BatchedProblem(29, 23, 13, "float32", batch=2)}
-RACECHECKED = "float32-matmul-default"  # shared-memory tiles written and read across a barrier each k-tile
+# Shared-memory tiles written and read across a barrier each k-tile, and across two buffers.
+RACECHECKED = ("float32-matmul-default", "float32-matmul-double-buffered")
 # Where a CUDA toolkit keeps compute-sanitizer (bin/ links to compute-sanitizer/), and where the
 # nvidia-cuda-sanitizer-api wheel puts it (nvidia/cu13/bin in 13.0.85) under site-packages.
 TOOLKITS = "/usr/local/cuda*"
@@ -122,7 +124,7 @@ def kernels() -> list[Kernel]:
 def plan() -> list[tuple[Kernel, str]]:
     """Each check to run, in order: every kernel under memcheck, RACECHECKED under racecheck too, just after."""
     return [(kernel, tool) for kernel in kernels()
-            for tool in ("memcheck", "racecheck") if tool == "memcheck" or kernel.name == RACECHECKED]
+            for tool in ("memcheck", "racecheck") if tool == "memcheck" or kernel.name in RACECHECKED]
 
 
 def find_sanitizer() -> Path | None:

@@ -141,5 +141,5 @@ def test_the_plan_sanitizes_every_shipped_configuration_once(monkeypatch):
                for record in map(cache.read_record, cache.record_paths(cache.shipped_dir()))
                for config in record.configs}
     assert shipped and shipped <= memchecked
-    assert [kernel.name for kernel, tool in planned if tool == "racecheck"] == [sanitized_kernels.RACECHECKED]
+    assert [kernel.name for kernel, tool in planned if tool == "racecheck"] == list(sanitized_kernels.RACECHECKED)
     assert {kernel.precision for kernel, _ in planned if kernel.config.double_buffer} >= {"float32", "tf32"}
