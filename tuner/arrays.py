@@ -52,7 +52,7 @@ class Call:
     beta: np.floating
     stream: object = 0  # the exporter's stream, so that the caller's later work is ordered after ours
     strided_out: object = None  # the caller's device out where the kernel cannot take it: C stands in for it
-    other_streams: bool = False  # whether operands were on streams other than the kernel's
+    other_streams: bool = False  # whether work on streams other than the kernel's was waited for (arrays._stream)
 
     def result(self):
         """The product, as the caller's `out` (copied there from C first where C stands in for it)
@@ -226,18 +226,7 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     too_slow = runtime.too_slow(problem) if problem is not None else ""
     if too_slow:
         raise ValueError(f"tuner.matmul: {too_slow}; run it on a GPU, or with smaller matrices")
-    # The kernel runs on the first operand's stream; nothing orders that after the pending work on another operand's
-    # (a Numba array bound to a stream of its own: Numba synchronises only an exporter's, when wrapping it), so that
-    # work is finished first. An exporter's stream may be non-blocking, not waiting for the default stream either, so
-    # the default stream's pending work is finished first where a device operand is on it (a Numba array bound to none).
-    streams = {_which(array.stream): array.stream for array in (device_out, A, B) if getattr(array, "stream", 0)}
-    stream, *others = streams.values() or [0]
-    for other in others:
-        other.synchronize()
-    beside_default = getattr(stream, "external", False) and _which(stream) not in _DEFAULT_STREAMS and any(
-        array is not None and is_device(array) and not getattr(array, "stream", 0) for array in (device_out, A, B))
-    if beside_default:
-        runtime.module.synchronize()
+    stream, waited = _stream(runtime, device_out, A, B)
     if given:
         A, B = (_to_device(runtime, array, stream) if copied else array for array, copied in zip(given, copies))
     from_host = any(not is_device(array) for array in given)
@@ -251,11 +240,29 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
         C = runtime.module.device_array(c_shape, dtype=output)
     if stream and from_host:  # those copies went on the default stream, which a non-blocking stream does not wait for
         runtime.module.synchronize()
-    return Call(A, B, C, family, problem, out, model, alpha, beta, stream, strided_out, bool(others) or beside_default)
+    return Call(A, B, C, family, problem, out, model, alpha, beta, stream, strided_out, waited)
 
 
 # The handles of the legacy and the per-thread default streams, which wait for the default stream's work.
 _DEFAULT_STREAMS = (1, 2)
+
+
+def _stream(runtime: Runtime, *operands) -> tuple:
+    """The stream the kernel runs on, the first operand's (0 where none has one), and whether other
+    streams' work was waited for. Nothing orders the kernel after the pending work on another
+    operand's stream (a Numba array bound to a stream of its own: Numba synchronises only an
+    exporter's, when wrapping it), so that work is finished first. An exporter's stream may be
+    non-blocking, not waiting for the default stream either, so the default stream's pending work
+    is finished first where a device operand is on it (a Numba array bound to none)."""
+    streams = {_which(array.stream): array.stream for array in operands if getattr(array, "stream", 0)}
+    stream, *others = streams.values() or [0]
+    for other in others:
+        other.synchronize()
+    beside_default = getattr(stream, "external", False) and _which(stream) not in _DEFAULT_STREAMS and any(
+        array is not None and is_device(array) and not getattr(array, "stream", 0) for array in operands)
+    if beside_default:
+        runtime.module.synchronize()
+    return stream, bool(others) or beside_default
 
 
 def _which(stream) -> int:
