@@ -10,7 +10,8 @@ checked against cuBLAS for NumPy, Numba and CuPy operands.
   the C-contiguous one it was verified for, A copied into a contiguous array first;
 - dispatch: per-call time of tuner.matmul on device arrays against a bare launch of the same
   compiled kernel, on a product small enough that the CPU side is what is timed.
-Each phase runs in its own process. Writes OUTDIR/matmul_on_gpu.json and prints a table last.
+Each phase runs in its own process. Writes OUTDIR/matmul_on_gpu.json, prints a table last, and exits 1
+if a phase failed or the tuned kernel was compiled for another layout too.
 Times are wall-clock (time.perf_counter) around synchronised calls. It also runs on the
 simulator (NUMBA_ENABLE_CUDASIM=1), to check the script, where the times mean nothing.
 """
@@ -194,6 +195,22 @@ def main() -> None:
     for name, seconds in dispatch.get("seconds_per_call", {}).items():
         print(f"dispatch {name:28} {seconds * 1e6:8.1f} us per call")
     print(f"cuBLAS check: {json.dumps(results['cublas'].get('relative_error_vs_cublas', results['cublas']))}")
+    problems = _problems(results)
+    for problem in problems:
+        print(f"FAILED: {problem}")
+    if problems:
+        raise SystemExit(1)
+
+
+def _problems(results: dict) -> list[str]:
+    """What makes the run fail: a phase that failed, or a tuned kernel holding more than the one
+    C-contiguous specialization it was verified for after the call on a device A of another layout."""
+    problems = [f"the {phase} phase failed" for phase in ("cold", "warm", "dispatch", "cublas")
+                if "failed" in results[phase]]
+    problems += [f"{phase}: the kernel has {row['kernel_specializations']} specializations after the call on an "
+                 f"F-ordered device A, not 1" for phase, row in ((phase, results[phase]) for phase in ("cold", "warm"))
+                 if row.get("kernel_specializations") not in (None, 1)]
+    return problems
 
 
 if __name__ == "__main__":

@@ -626,6 +626,20 @@ def test_the_gpu_benchmarks_device_a_of_another_layout_is_one_on_a_gpu_too(monke
     assert laid_out == [False] and row["transposed_A_relative_error"] < 1e-5, laid_out
 
 
+
+def test_the_gpu_benchmark_fails_on_a_failed_phase_or_a_kernel_compiled_for_another_layout(monkeypatch):
+    """bench/matmul_on_gpu.py printed a failed phase, or a count of specializations, and exited 0,
+    so gpu_check.sh counted the step as passed."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "bench"))
+    import matmul_on_gpu
+
+    passed = {"cold": {"kernel_specializations": 1}, "warm": {"kernel_specializations": None},
+              "dispatch": {}, "cublas": {"skipped": "CuPy is not installed"}}
+    assert matmul_on_gpu._problems(passed) == []
+    assert matmul_on_gpu._problems({**passed, "dispatch": {"failed": 1, "stderr": ""}}) == ["the dispatch phase failed"]
+    assert matmul_on_gpu._problems({**passed, "warm": {"kernel_specializations": 2}}) == [
+        "warm: the kernel has 2 specializations after the call on an F-ordered device A, not 1"]
+
 def test_array_interface_exporters_are_used_in_place():
     if not hasattr(cuda, "as_cuda_array"):
         pytest.skip("Numba's CUDA simulator has no __cuda_array_interface__; CuPy (and, where installed, "
