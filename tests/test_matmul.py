@@ -154,6 +154,23 @@ def test_out_overlapping_an_operand_of_another_layout():
     _close(wide.copy_to_host()[:, :2], X[:, :2].astype(np.float64), "float32")
 
 
+def test_an_operand_overlapping_a_strided_out_is_not_copied(monkeypatch):
+    """A strided out gets the product through a contiguous stand-in, written into out after the
+    kernel, so an operand it overlaps is read as it was without a copy of its own (which cost a
+    pass and device memory, and where memory was short, a MemoryError for a product that fits)."""
+    from tuner import arrays
+
+    rows = cuda.to_device(np.random.default_rng(3).uniform(-1, 1, (8, 4)).astype(np.float32))
+    A, B = rows[:4], np.random.default_rng(4).uniform(-1, 1, (4, 4)).astype(np.float32)
+    expected = _expected(A.copy_to_host(), B)
+    copied, to_device = [], arrays._to_device
+    monkeypatch.setattr(arrays, "_to_device", lambda runtime, array, stream: copied.append(arrays.is_device(array)) or
+                        to_device(runtime, array, stream))
+    tuner.matmul(A, B, out=rows[::2])  # rows 0, 2, 4 and 6: two of them A's
+    assert copied == [False]  # B, from the host, alone
+    _close(rows.copy_to_host()[::2], expected, "float32")
+
+
 def test_a_broadcast_device_out_is_refused_in_one_line():
     """A device out with a stride of 0 has entries that are one memory location: the product's
     parallel writes to them would race, leaving any one of them (NumPy, writing in turn, leaves

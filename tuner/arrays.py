@@ -211,8 +211,9 @@ def prepare(runtime: Runtime, A, B, out, alpha, beta, precision: str | None = No
     device_out = C if C is not None and is_device(C) else None
     strided_out = device_out if device_out is not None and not compiled_layout(device_out) else None
     # Copied: a host operand, and a device one that the kernel cannot take as it is or that may share memory
-    # with out (the kernel would read what it overwrites; NumPy gives the right product there, so must we).
-    shared = sharing(device_out, *given) if device_out is not None else [False] * len(given)
+    # with out (the kernel would read what it overwrites; NumPy gives the right product there, so must we). A
+    # strided out's stand-in is new memory, and out is written after the kernel, so it shares nothing.
+    shared = sharing(device_out, *given) if device_out is not None and strided_out is None else [False] * len(given)
     copies = [not is_device(array) or shares or not compiled_layout(array) for array, shares in zip(given, shared)]
     allocated = [array for array, copied in zip(given, copies) if copied]
     if C is not None and (device_out is None or strided_out is not None):
