@@ -698,6 +698,41 @@ def test_each_device_a_program_switches_to_gets_its_own_runtime_and_records(monk
     assert second.device.name == "NVIDIA GPU 1" and second.device.fingerprint != first.device.fingerprint
 
 
+def test_a_process_forked_after_tuner_opened_the_gpu_is_told_to_spawn_its_workers(monkeypatch, tmp_path):
+    """A GPU driver initialised in a process cannot be used in a child forked after that: numba-cuda
+    raises "CUDA initialized before forking" at the child's first driver call, stood in for here.
+    tuner says so in one line there, with what to do, before waiting for any lock of the parent's."""
+    import contextlib
+    import multiprocessing
+    import types
+
+    from records import H100
+
+    from tuner import tuned
+    from tuner.backends import CUDA
+    from tuner.runtime import Runtime, RuntimeUnavailable
+
+    parent = os.getpid()
+
+    def current_device():
+        if os.getpid() != parent:
+            raise RuntimeError("CUDA initialized before forking")
+        return types.SimpleNamespace(id=0)
+
+    opened = Runtime(CUDA, types.SimpleNamespace(get_current_device=current_device), H100)
+    monkeypatch.setattr(tuned, "detect_runtime", lambda backend: opened)
+    for held in ("_runtimes", "_on_device", "_libraries"):
+        monkeypatch.setattr(tuned, held, {})
+    assert tuned._library("cuda", tmp_path).runtime is opened
+    for backend, held in (("cuda", contextlib.nullcontext()), (None, tuned._lock)):  # forked as a thread holds it
+        with held, multiprocessing.get_context("fork").Pool(1) as pool, pytest.raises(RuntimeUnavailable) as refused:
+            pool.apply_async(tuned._library, (backend, tmp_path)).get(timeout=10)
+        assert str(refused.value) == (
+            f"this process was forked from process {parent} after tuner had opened its cuda GPU, whose driver "
+            "cannot be used in a process forked after it started; start worker processes with the 'spawn' start "
+            "method (multiprocessing.get_context('spawn')), or use tuner in the parent only after forking them")
+
+
 def test_on_a_callers_stream_the_copies_and_the_result_wait_for_what_they_follow(monkeypatch):
     """An exporter's non-blocking stream does not wait for the default stream, nor it for that one:
     the host operand's copy is finished before the launch, and the launch before the copy back; a device

@@ -49,6 +49,7 @@ class Runtime:
     module: ModuleType  # numba.cuda, numba.hip, or numba.cuda as the simulator
     device: Device
     _flush_buffers: tuple = field(default=(), repr=False)
+    opened_in: int = field(default_factory=os.getpid, repr=False)  # the process that opened it
 
     @property
     def simulated(self) -> bool:

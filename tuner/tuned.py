@@ -29,7 +29,7 @@ from .family import DEFAULT
 from .kernel import Kernel, kernel_dir, load
 from .measure import verify_config
 from .problem import Problem
-from .runtime import NoGPU, Runtime, detect_runtime
+from .runtime import NoGPU, Runtime, RuntimeUnavailable, detect_runtime
 from .space import InvalidConfig, Space
 
 
@@ -265,10 +265,26 @@ def _runtime(backend: str | None) -> tuple[tuple[str, int | None], Runtime]:
     return key, _on_device[key]
 
 
+def _refuse_forked() -> None:
+    """RuntimeUnavailable, saying what to do, in a process forked from one where tuner had opened a
+    GPU: its driver, initialised before the fork, cannot be used in the child (numba-cuda raises
+    "CUDA initialized before forking" at the child's first driver call). Asked before _lock, which
+    a thread of the parent may have held when it forked."""
+    process = os.getpid()
+    for runtime in list(_runtimes.values()):
+        if runtime.opened_in != process and not runtime.simulated:
+            raise RuntimeUnavailable(
+                f"this process was forked from process {runtime.opened_in} after tuner had opened its "
+                f"{runtime.backend.name} GPU, whose driver cannot be used in a process forked after it started; "
+                "start worker processes with the 'spawn' start method (multiprocessing.get_context('spawn')), or "
+                "use tuner in the parent only after forking them")
+
+
 def _library(backend: str | None, cache_dir) -> Library:
     """The records of `backend`'s current device under `cache_dir`, else under $TUNER_CACHE_DIR (or
     the user's cache directory): that directory is worked out and checked once per value of the
     variable (and of $HOME, which a leading ~ names), not at each call of tuner.matmul."""
+    _refuse_forked()
     with _lock:
         key, runtime = _runtime(backend)
         if cache_dir is None:
