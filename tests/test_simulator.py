@@ -238,3 +238,23 @@ def test_the_simulator_refuses_work_beyond_a_128_cubed_products_however_it_is_sh
 
     message = simulator.too_slow(BatchedProblem(m, n, k, batch=batch))
     assert bool(message) == refused and (not refused or "too large for the simulator" in message)
+
+
+def test_a_module_imported_while_a_kernel_source_runs_stays_imported():
+    """tuner.matmul's callers may use threads: what another thread imports while a kernel's source
+    runs (simulator.bound) stays in sys.modules, and numba.hip is put back as it was."""
+    import sys
+    import types
+
+    from numba import cuda
+
+    from tuner import simulator
+
+    hip = sys.modules.get("numba.hip")
+    with simulator.bound("hip"):
+        assert sys.modules["numba.hip"] is cuda
+        sys.modules["imported_meanwhile"] = types.ModuleType("imported_meanwhile")
+    try:
+        assert "imported_meanwhile" in sys.modules and sys.modules.get("numba.hip") is hip
+    finally:
+        sys.modules.pop("imported_meanwhile", None)

@@ -91,7 +91,8 @@ def describes(device: dict) -> bool:
 def bound(module_name: str):
     """While a kernel's source runs, on the simulator: `from numba import <module_name>` yields
     the simulated numba.cuda, whose jit then ignores the options that only steer register
-    allocation. Off the simulator, nothing changes."""
+    allocation. Only that one entry of sys.modules is set and put back, so that a module another
+    thread imports meanwhile stays imported. Off the simulator, nothing changes."""
     if not simulating():
         yield
         return
@@ -105,10 +106,17 @@ def bound(module_name: str):
             options.pop(name, None)
         return simulated_jit(*args, **options)
 
-    with mock.patch.dict(sys.modules, {f"numba.{module_name}": cuda}), \
-            mock.patch.object(numba, module_name, cuda, create=True), \
-            mock.patch.object(cuda, "jit", jit):
-        yield
+    name = f"numba.{module_name}"
+    imported = sys.modules.get(name)
+    sys.modules[name] = cuda
+    try:
+        with mock.patch.object(numba, module_name, cuda, create=True), mock.patch.object(cuda, "jit", jit):
+            yield
+    finally:
+        if imported is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = imported
 
 
 def elapsed(launch) -> float:
