@@ -163,6 +163,25 @@ def test_a_tuner_backend_variable_naming_no_backend_is_refused_by_name(monkeypat
         detect_runtime()
 
 
+def test_a_process_forked_after_its_parent_initialised_cuda_is_told_to_spawn_not_that_there_is_no_gpu(monkeypatch):
+    """In a process forked after its parent's cuInit (Numba's, PyTorch's), cuInit returns
+    CUDA_ERROR_NOT_INITIALIZED (3), the driver's library faked here: that is a RuntimeUnavailable
+    saying what to do, not a NoGPU after ROC is tried too, whose line would offer the simulator."""
+    from tuner.backends import base
+    from tuner.runtime import detect_runtime
+
+    driver = types.SimpleNamespace(cuInit=lambda flags: 3, hipInit=lambda flags: 100)
+    monkeypatch.setattr(base, "_load_first", lambda candidates: driver)
+    for variable in ("NUMBA_ENABLE_CUDASIM", "TUNER_BACKEND"):
+        monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(RuntimeUnavailable) as refused:
+        detect_runtime()
+    assert type(refused.value) is RuntimeUnavailable and str(refused.value) == (
+        "the cuda driver cannot be used in this process (cuInit returns 3, as it does in a process forked after its "
+        "parent initialised the driver); start worker processes with the 'spawn' start method "
+        "(multiprocessing.get_context('spawn')), or use the GPU in the parent only after forking them")
+
+
 def test_regenerate_on_the_simulator_takes_the_backend_from_tuner_backend(tmp_path, monkeypatch, capsys):
     from tuner.cli import main
 

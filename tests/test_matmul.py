@@ -730,7 +730,7 @@ def test_a_process_forked_after_tuner_opened_the_gpu_is_told_to_spawn_its_worker
         assert str(refused.value) == (
             f"this process was forked from process {parent} after tuner had opened its cuda GPU, whose driver "
             "cannot be used in a process forked after it started; start worker processes with the 'spawn' start "
-            "method (multiprocessing.get_context('spawn')), or use tuner in the parent only after forking them")
+            "method (multiprocessing.get_context('spawn')), or use the GPU in the parent only after forking them")
 
 
 def test_on_a_callers_stream_the_copies_and_the_result_wait_for_what_they_follow(monkeypatch):

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 from . import simulator
-from .backends import BACKENDS, SIMULATOR_DEFAULT, Backend, NoDevice, get_backend
+from .backends import BACKENDS, SIMULATOR_DEFAULT, Backend, DriverForked, NoDevice, get_backend
 from .devices import Device
 from .dtypes import Precision
 from .problem import Problem
@@ -26,13 +26,21 @@ class NoGPU(RuntimeUnavailable):
     """No GPU of the backend's kind is visible; the simulator can stand in."""
 
 
+# What to do in a process forked after its parent initialised the GPU's driver, which the child cannot use.
+SPAWN = ("start worker processes with the 'spawn' start method (multiprocessing.get_context('spawn')), or use the GPU "
+         "in the parent only after forking them")
+
+
 def driver_device_count(backend: Backend) -> int:
     """Devices `backend`'s driver reports to this process, without loading Numba (Backend.detect);
-    NoGPU if none."""
+    NoGPU if none, RuntimeUnavailable saying what to do where this process was forked after its
+    parent initialised the driver."""
     try:
         return backend.detect()
     except NoDevice as reason:
         raise NoGPU(str(reason)) from None
+    except DriverForked as reason:
+        raise RuntimeUnavailable(f"{reason}; {SPAWN}") from None
 
 
 # The least a cache flush copies, as Triton's do_bench zeroes 256 MB: AMD's Infinity Cache (256 MiB

@@ -29,7 +29,7 @@ from .family import DEFAULT
 from .kernel import Kernel, kernel_dir, load
 from .measure import verify_config
 from .problem import Problem
-from .runtime import NoGPU, Runtime, RuntimeUnavailable, detect_runtime
+from .runtime import SPAWN, NoGPU, Runtime, RuntimeUnavailable, detect_runtime
 from .space import InvalidConfig, Space
 
 
@@ -276,8 +276,7 @@ def _refuse_forked() -> None:
             raise RuntimeUnavailable(
                 f"this process was forked from process {runtime.opened_in} after tuner had opened its "
                 f"{runtime.backend.name} GPU, whose driver cannot be used in a process forked after it started; "
-                "start worker processes with the 'spawn' start method (multiprocessing.get_context('spawn')), or "
-                "use tuner in the parent only after forking them")
+                f"{SPAWN}")
 
 
 def _library(backend: str | None, cache_dir) -> Library:

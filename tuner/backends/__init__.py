@@ -5,11 +5,12 @@ cuda.py, numba-hip in hip.py. Nothing outside them tells the backends apart by n
 the object (its limits, features, driver, device description). Numba's CUDA simulator is a
 runtime that either backend's source can run on (tuner/simulator.py).
 """
-from .base import Backend, Limits, NoDevice
+from .base import Backend, DriverForked, Limits, NoDevice
 from .cuda import CUDA
 from .hip import ROC
 
-__all__ = ["BACKENDS", "CUDA", "ROC", "SIMULATOR_DEFAULT", "Backend", "Limits", "NoDevice", "by_module", "get_backend"]
+__all__ = ["BACKENDS", "CUDA", "ROC", "SIMULATOR_DEFAULT", "Backend", "DriverForked", "Limits", "NoDevice", "by_module",
+           "get_backend"]
 
 BACKENDS = {backend.name: backend for backend in (CUDA, ROC)}
 SIMULATOR_DEFAULT = CUDA.name  # the backend the simulator stands in for when none is named

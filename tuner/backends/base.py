@@ -17,6 +17,10 @@ class NoDevice(Exception):
     """The backend's driver is missing or reports no device; the message says which."""
 
 
+class DriverForked(Exception):
+    """The backend's driver was initialised in the process that forked this one, so it cannot be used here."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """Per-block hardware limits that decide whether a kernel configuration can launch."""
@@ -58,6 +62,9 @@ class Backend:
     # Threads (blocks x threads per block) a grid holds along its x axis, where that is bounded as well
     # as its blocks (GRID_COLUMNS); None where it is not.
     grid_column_threads: int | None = None
+    # What its driver's initialisation function returns in a process forked after its parent
+    # initialised the driver, which the child cannot use; None where that is not known.
+    driver_forked: int | None = None
 
     @property
     def fixed(self) -> dict:
@@ -89,14 +96,18 @@ class Backend:
 
     def detect(self) -> int:
         """Devices the vendor driver reports to this process (after the visible-devices variable),
-        asked through ctypes so that no Numba module loads; NoDevice if none."""
+        asked through ctypes so that no Numba module loads; NoDevice if none, DriverForked where the
+        driver says this process was forked after its parent initialised it (driver_forked)."""
         candidates = self.driver_libraries()
         library = _load_first(candidates)
         if library is None:
             raise NoDevice(f"no {self.name} driver found ({' or '.join(candidates)} is not loadable)")
         devices = ctypes.c_int(0)
-        if (getattr(library, self.driver_init)(0) != 0
-                or getattr(library, self.driver_count)(ctypes.byref(devices)) != 0):
+        status = getattr(library, self.driver_init)(0)
+        if status == self.driver_forked:
+            raise DriverForked(f"the {self.name} driver cannot be used in this process ({self.driver_init} returns "
+                               f"{status}, as it does in a process forked after its parent initialised the driver)")
+        if status != 0 or getattr(library, self.driver_count)(ctypes.byref(devices)) != 0:
             raise NoDevice(f"the {self.name} driver found no usable device{self._hidden()}")
         if devices.value == 0:
             raise NoDevice(f"the {self.name} driver reports no device{self._hidden()}")

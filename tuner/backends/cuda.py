@@ -112,4 +112,5 @@ CUDA = CudaBackend(
     install="pip install -e '.[cuda]'",
     driver_init="cuInit",
     driver_count="cuDeviceGetCount",
+    driver_forked=3,  # CUDA_ERROR_NOT_INITIALIZED, cuInit's answer in a process forked after its parent's cuInit
 )
