@@ -544,45 +544,28 @@ class _DriverError(Exception):
         self.code = code
 
 
-@pytest.mark.parametrize("allocation", ["to_device", "device_array"])
-@pytest.mark.parametrize("result, error, message", [
-    ("CUDA_ERROR_OUT_OF_MEMORY", MemoryError,
-     r"^the device ran out of memory for this product \(placing its operands and result, or launching its kernels\); "
-     r"free device memory .*, or split it into smaller products$"),
-    ("CUDA_ERROR_INVALID_VALUE", _DriverError, "CUDA_ERROR_INVALID_VALUE"),  # any other failure as the driver gave it
-], ids=["out of memory", "another failure"])
-def test_an_allocation_the_device_has_no_room_for_is_a_memory_error_saying_what_to_do(monkeypatch, allocation, result,
-                                                                                      error, message):
-    """The free memory is checked before anything is copied, but an allocation may fail all the same
-    (memory taken meanwhile by another process, or too fragmented): numba-cuda's error, after its own
-    retry, reached the user as the driver's, a traceback, where MemoryError is promised."""
-    code = getattr(pytest.importorskip("cuda.bindings.driver").CUresult, result)
-
-    def allocate(*args, **kwargs):
-        raise _DriverError(code, f"Call to cuMemAlloc results in {result}")
-
-    A, B = _operands(5, 6, 7)
-    monkeypatch.setattr(cuda, allocation, allocate)
-    with pytest.raises(error, match=message):
-        tuner.matmul(A, B)
-
-
+@pytest.mark.parametrize("failing", ["to_device", "device_array", "launch"])
 @pytest.mark.parametrize("result, error, message", [
     ("CUDA_ERROR_OUT_OF_MEMORY", MemoryError,
      r"^the device ran out of memory for this product \(placing its operands and result, or launching its kernels\); "
      r"free device memory \(arrays of this program or of other processes\), or split it into smaller products$"),
-    ("CUDA_ERROR_LAUNCH_FAILED", _DriverError, "CUDA_ERROR_LAUNCH_FAILED"),  # any other failure as the driver gave it
+    ("CUDA_ERROR_INVALID_VALUE", _DriverError, "CUDA_ERROR_INVALID_VALUE"),  # any other failure as the driver gave it
 ], ids=["out of memory", "another failure"])
-def test_a_launch_that_fails_otherwise_is_the_drivers_error_and_one_out_of_memory_a_memory_error(
-        monkeypatch, result, error, message):
-    """The driver may find no room for a kernel's local memory, or its code, when it launches it:
-    numba-cuda raised the driver's error, a traceback, where tuner.matmul promises a MemoryError."""
+def test_an_allocation_or_launch_the_device_has_no_room_for_is_a_memory_error_saying_what_to_do(
+        monkeypatch, failing, result, error, message):
+    """The free memory is checked before anything is copied, but an allocation may fail all the same
+    (memory taken meanwhile by another process, or too fragmented), and a launch may find no room
+    for a kernel's local memory or its code: numba-cuda's error, after its own retry, reached the
+    user as the driver's, a traceback, where MemoryError is promised."""
     code = getattr(pytest.importorskip("cuda.bindings.driver").CUresult, result)
 
-    def launch(*args):
-        raise _DriverError(code, f"Call to cuLaunchKernel results in {result}")
+    def fail(*args, **kwargs):
+        raise _DriverError(code, f"Call to the driver results in {result}")
 
-    monkeypatch.setattr(tuner.kernel.Kernel, "_configured", lambda self, grid, stream: launch)
+    if failing == "launch":
+        monkeypatch.setattr(tuner.kernel.Kernel, "_configured", lambda self, grid, stream: fail)
+    else:
+        monkeypatch.setattr(cuda, failing, fail)
     with pytest.raises(error, match=message):
         tuner.matmul(*_operands(5, 6, 7))
 
